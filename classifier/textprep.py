@@ -1,0 +1,165 @@
+"""Turn an issue (title + body) or a pasted log into the short text the embedding model reads.
+
+Issue templates carry long environment dumps (``collect_env.py`` output, pip lists, GPU topology tables,
+lscpu) that drown the signal, and MiniLM reads only its first 256 word pieces. We strip the dumps and log
+prefixes, then put first what identifies a failure: the title, exception lines and error lines, the last
+frames of tracebacks; the remaining prose follows.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+
+# Prefixes engines and docker-compose put before each log line.
+_PREFIX_RES = [
+    re.compile(r"^\s*[\w.-]+\s+\|\s?"),  # docker-compose:  "vllm-1  | ..."
+    re.compile(r"^\s*\((?:\w+\s*)?(?:[\w]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.:]+)?\)\s*"),  # (VllmWorker rank=1 pid=3) / (pid=1, ip=..)
+    re.compile(r"^\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]\s*)?"),  # vLLM
+    re.compile(r"^\s*\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?:\s+[^\]]*)?\]\s*"),  # SGLang "[2025-01-01 10:00:00 TP0] "
+    re.compile(r"^\s*\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s*)?"),  # ISO timestamp
+    re.compile(r"^\s*\[TensorRT-LLM\]\[(?:ERROR|WARNING|INFO)\]\s*"),
+]
+
+# Lines that belong to environment dumps, not to the report.
+_ENV_LINE_RE = re.compile(
+    r"^\s*(?:"
+    r"\[(?:pip3?|conda)\]|"
+    r"PyTorch|Python|CUDA|ROCM|ROCm|HIP|cuDNN|OS|GCC|Clang|CMake|Libc|XNNPACK|MIOpen|Nvidia driver|"
+    r"Is (?:debug build|CUDA available|XNNPACK available)|CUDA used to build PyTorch|ROCM used to build PyTorch|"
+    r"GPU models and configuration|Python platform|Neuron SDK|vLLM Version|vLLM Build Flags|"
+    r"Architecture|CPU op-mode|Byte Order|Address sizes|CPU\(s\)|On-line CPU|Off-line CPU|Thread\(s\) per core|"
+    r"Core\(s\) per socket|Socket\(s\)|NUMA node|Vendor ID|Model name|CPU family|Model|Stepping|Frequency boost|"
+    r"CPU max MHz|CPU min MHz|BogoMIPS|Flags|Virtualization|L1d cache|L1i cache|L2 cache|L3 cache|"
+    r"Vulnerability [\w ]+|Hypervisor vendor|Virtualization type|CPU MHz|Versions of relevant libraries|"
+    r"NVIDIA_VISIBLE_DEVICES|NVIDIA_REQUIRE_CUDA|NVIDIA_DRIVER_CAPABILITIES|NCCL_VERSION|CUDA_VERSION|"
+    r"LD_LIBRARY_PATH|PYTORCH_\w+|TORCHINDUCTOR_\w+|OMP_NUM_THREADS|MKL_NUM_THREADS|CUDA_MODULE_LOADING|"
+    r"Caching allocator config|TORCH_\w+|VLLM_\w+=|Legend|GPU\d+|NIC\d+|mlx\d_\d|"
+    r"X\s+=\s+Self|SYS\s+=|NODE\s+=|PHB\s+=|PXB\s+=|PIX\s+=|NV#\s+=|"
+    r"Is device [\w ]+|HIP runtime version|MIOpen runtime version|Transformers|Triton|"
+    r"Name:\s|Version:\s|Summary:\s|Home-page:\s|Author|License:\s|Location:\s|Requires|Required-by"
+    r")\b.*$"
+)
+_PIP_FREEZE_RE = re.compile(r"^\s*[A-Za-z0-9_.\-\[\]]+\s*(?:==|@ file:|\s{2,})\s*[\w.+\-]+\s*$")
+_CARET_RE = re.compile(r"^\s*[\^~]{3,}\s*$")
+_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+_EXC_RE = re.compile(
+    r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)|AssertionError|KeyError|"
+    r"torch\.OutOfMemoryError|OutOfMemoryError)(?::|$)"
+)
+_ERRLINE_RE = re.compile(
+    r"(?i)(?:\berror\b|\bfailed\b|\bfailure\b|out of memory|\boom\b|exception|segmentation fault|"
+    r"core dumped|bus error|illegal memory|assert|abort|terminate called|timed? ?out|hang|deadlock|"
+    r"not enough|insufficient|cannot|unable to|leak|killed)"
+)
+_DETAILS_RE = re.compile(r"<details>.*?</details>", re.S | re.I)
+_HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+_MD_HEADER_RE = re.compile(
+    r"^#{1,6}\s*(?:Your current environment|Environment|System Info|Name and Version|Operating systems|"
+    r"Which llama.cpp modules|Command line|GGML backends|Hardware|Models|Problem description.*|"
+    r"First Bad Commit|Relevant log output|Before submitting a new issue.*|Reproduction|Describe the bug|"
+    r"🐛 Describe the bug|Checklist|Motivation|Related resources|Proposed Change|Feedback Period|CC List|"
+    r"Any Other Things|Expected behavior|Steps to reproduce|Information|Tasks|Who can help\??)\s*$",
+    re.I,
+)
+_CHECKLIST_RE = re.compile(r"^\s*[-*]\s*\[[ xX]\]\s")
+_URL_RE = re.compile(r"https?://\S+")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text)
+
+
+def strip_prefix(line: str) -> str:
+    """Remove log prefixes (docker-compose service, worker pid, level+timestamp, engine tag)."""
+    for _ in range(3):
+        before = line
+        for rx in _PREFIX_RES:
+            line = rx.sub("", line, count=1)
+        if line == before:
+            break
+    return line
+
+
+def _looks_like_env_block(block: str) -> bool:
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    if len(lines) < 4:
+        return False
+    envish = sum(1 for ln in lines if _ENV_LINE_RE.match(ln) or _PIP_FREEZE_RE.match(ln))
+    return envish / len(lines) > 0.3
+
+
+def clean_lines(text: str) -> list[str]:
+    """Lines of a report with ANSI codes, log prefixes, env dumps, carets and checklists removed."""
+    text = strip_ansi(text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = _HTML_COMMENT_RE.sub("", text)
+    text = _DETAILS_RE.sub(lambda m: "" if _looks_like_env_block(m.group(0)) else m.group(0), text)
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = strip_prefix(raw).rstrip()
+        if not line.strip():
+            continue
+        if _ENV_LINE_RE.match(line) or _PIP_FREEZE_RE.match(line) or _CARET_RE.match(line):
+            continue
+        if _CHECKLIST_RE.match(line) or _MD_HEADER_RE.match(line):
+            continue
+        if line.strip() in ("```", "```text", "```bash", "```shell", "```python", "```py", "```console",
+                            "```sh", "```log", "```txt", "</details>", "<details>"):
+            continue
+        if line.lstrip().startswith("<summary>"):
+            continue
+        out.append(line)
+    return out
+
+
+def key_lines(lines: list[str], max_frames: int = 3) -> list[str]:
+    """Exception lines, error lines and the last frames of each traceback, in order, without repeats."""
+    keep: list[str] = []
+    seen: set[str] = set()
+
+    def add(s: str) -> None:
+        s = s.strip()
+        if s and s not in seen:
+            seen.add(s)
+            keep.append(s)
+
+    frames: list[str] = []
+    for line in lines:
+        m = _FRAME_RE.match(line)
+        if m:
+            path = m.group(1)
+            short = "/".join(path.split("/")[-2:])
+            frames.append(f"{short} in {m.group(2)}")
+            continue
+        if _EXC_RE.match(line):
+            for f in frames[-max_frames:]:
+                add(f)
+            frames = []
+            add(line[:300])
+        elif _ERRLINE_RE.search(line) and len(line) < 400:
+            add(line)
+    return keep
+
+
+def prepare(title: str | None, body: str | None, max_chars: int = 2000) -> str:
+    """The text the classifier embeds for an issue: title, then key lines, then the remaining prose."""
+    title = (title or "").strip()
+    lines = clean_lines(body or "")
+    keys = key_lines(lines)
+    key_set = set(keys)
+    prose = [ln.strip() for ln in lines if ln.strip() not in key_set and not _FRAME_RE.match(ln)]
+    parts = [title] + keys[:12] + prose
+    text = "\n".join(p for p in parts if p)
+    text = _URL_RE.sub("URL", text)
+    return text[:max_chars]
+
+
+def for_reading(body: str | None, max_chars: int = 3500) -> str:
+    """A cleaned body for a human (or labeling) reader: env dumps dropped, head and tail kept."""
+    text = "\n".join(clean_lines(body or ""))
+    if len(text) <= max_chars:
+        return text
+    head = int(max_chars * 0.7)
+    tail = max_chars - head
+    return text[:head] + "\n[...]\n" + text[-tail:]

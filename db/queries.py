@@ -1,0 +1,112 @@
+"""Read queries: one issue with everything known about it, store statistics, nearest neighbours."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def _iso(value):
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def jsonable(obj):
+    """Datetimes -> ISO strings, recursively."""
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [jsonable(v) for v in obj]
+    return _iso(obj)
+
+
+def get_issue(con: duckdb.DuckDBPyConnection, repo: str, number: int) -> dict | None:
+    rows = _rows(con, "SELECT * FROM issues WHERE repo = ? AND number = ?", [repo, number])
+    return rows[0] if rows else None
+
+
+def latest_prediction(con, repo: str, number: int, model_version: str | None = None) -> dict | None:
+    sql = "SELECT * FROM predictions WHERE repo = ? AND number = ?"
+    params: list = [repo, number]
+    if model_version:
+        sql += " AND model_version = ?"
+        params.append(model_version)
+    rows = _rows(con, sql + " ORDER BY labeled_at DESC LIMIT 1", params)
+    return rows[0] if rows else None
+
+
+def gold_label(con, repo: str, number: int) -> dict | None:
+    rows = _rows(con, "SELECT re_class, component, known_fix, reason, labeler FROM gold_labels "
+                      "WHERE repo = ? AND number = ?", [repo, number])
+    return rows[0] if rows else None
+
+
+def links(con, repo: str, number: int) -> dict:
+    """Pull requests that fix this issue, and issues this pull request fixes."""
+    fixed_by = [r["pr_number"] for r in _rows(
+        con, "SELECT pr_number FROM issue_links WHERE issue_repo = ? AND issue_number = ? ORDER BY 1",
+        [repo, number])]
+    fixes = [r["issue_number"] for r in _rows(
+        con, "SELECT issue_number FROM issue_links WHERE repo = ? AND pr_number = ? ORDER BY 1", [repo, number])]
+    return {"fixed_by": fixed_by, "fixes": fixes}
+
+
+def stats(con: duckdb.DuckDBPyConnection, model_version: str | None = None) -> dict:
+    per_repo = _rows(con, """
+        SELECT i.repo,
+               count(*) FILTER (WHERE NOT i.is_pull_request) AS issues,
+               count(*) FILTER (WHERE i.is_pull_request) AS pull_requests,
+               min(i.created_at) AS first_created, max(i.created_at) AS last_created,
+               count(DISTINCT p.number) FILTER (WHERE NOT i.is_pull_request) AS labeled
+        FROM issues i
+        LEFT JOIN predictions p ON p.repo = i.repo AND p.number = i.number
+             AND (p.model_version = $mv OR $mv IS NULL)
+        GROUP BY i.repo ORDER BY i.repo""", {"mv": model_version})
+    total = sum(r["issues"] for r in per_repo)
+    labeled = sum(r["labeled"] for r in per_repo)
+    for r in per_repo:
+        r["share_labeled"] = round(r["labeled"] / r["issues"], 4) if r["issues"] else 0.0
+    comments = con.execute("SELECT count(*) FROM comments").fetchone()[0]
+    gold = con.execute("SELECT count(*) FROM gold_labels").fetchone()[0]
+    return {
+        "repos": per_repo,
+        "issues": total,
+        "pull_requests": sum(r["pull_requests"] for r in per_repo),
+        "comments": comments,
+        "labeled": labeled,
+        "share_labeled": round(labeled / total, 4) if total else 0.0,
+        "gold_labels": gold,
+        "model_version": model_version,
+    }
+
+
+def similar_to_vector(con, vector, model: str, limit: int = 5, exclude: tuple[str, int] | None = None,
+                      include_prs: bool = False) -> list[dict]:
+    """Nearest issues by cosine similarity of stored embeddings (DuckDB's array_cosine_similarity)."""
+    ex_repo, ex_num = exclude if exclude else (None, None)
+    return _rows(con, """
+        SELECT i.repo, i.number, i.title, i.state, i.labels, i.html_url,
+               array_cosine_similarity(e.vector, $vec::FLOAT[384]) AS score,
+               g.known_fix AS known_fix
+        FROM issue_embeddings ie
+        JOIN embeddings e ON e.text_hash = ie.text_hash AND e.model = ie.model
+        JOIN issues i ON i.repo = ie.repo AND i.number = ie.number
+        LEFT JOIN gold_labels g ON g.repo = i.repo AND g.number = i.number
+        WHERE ie.model = $model AND ($inc OR NOT i.is_pull_request)
+          AND NOT (i.repo IS NOT DISTINCT FROM $exr AND i.number IS NOT DISTINCT FROM $exn)
+        ORDER BY score DESC LIMIT $lim""",
+        {"vec": [float(x) for x in vector], "model": model, "lim": limit, "exr": ex_repo, "exn": ex_num,
+         "inc": include_prs})
+
+
+def issue_vector(con, repo: str, number: int, model: str):
+    row = con.execute("""SELECT e.vector FROM issue_embeddings ie JOIN embeddings e
+                         ON e.text_hash = ie.text_hash AND e.model = ie.model
+                         WHERE ie.repo = ? AND ie.number = ? AND ie.model = ?""", [repo, number, model]).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,159 @@
+"""GitHub REST issue and comment objects -> rows of the store.
+
+Accepts the API's shape (labels as objects, `user.login`, a `pull_request` key, `repository_url`) and the
+corpus shape (labels as names, a `repo` field). Raises RecordError with a short reason on a wrong shape.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from retriage.taxonomy import canonical_repo
+
+_URL_REPO_RE = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)")
+_API_REPO_RE = re.compile(r"/repos/([\w.-]+/[\w.-]+?)(?:/|$)")
+
+ISSUE_COLUMNS = (
+    "repo", "number", "title", "body", "state", "labels", "author", "author_association",
+    "created_at", "updated_at", "closed_at", "comments", "is_pull_request", "html_url",
+)
+COMMENT_COLUMNS = ("repo", "issue_number", "id", "author", "body", "created_at", "updated_at", "html_url")
+
+
+class RecordError(ValueError):
+    pass
+
+
+def parse_time(value: Any, field: str) -> datetime | None:
+    """ISO-8601 (with Z or an offset) -> naive UTC datetime."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise RecordError(f"{field} is not an ISO-8601 time: {value[:40]!r}") from None
+    else:
+        raise RecordError(f"{field} is not a time: {type(value).__name__}")
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def repo_of(obj: dict) -> str | None:
+    repo = obj.get("repo")
+    if isinstance(repo, str) and "/" in repo:
+        return canonical_repo(repo)
+    for key in ("html_url", "url"):
+        m = _URL_REPO_RE.search(str(obj.get(key) or ""))
+        if m:
+            return canonical_repo(m.group(1))
+    for key in ("repository_url", "url"):
+        m = _API_REPO_RE.search(str(obj.get(key) or ""))
+        if m:
+            return canonical_repo(m.group(1))
+    return None
+
+
+def _label_names(labels: Any) -> list[str]:
+    if labels is None:
+        return []
+    if not isinstance(labels, list):
+        raise RecordError("labels is not a list")
+    out = []
+    for lab in labels:
+        if isinstance(lab, str):
+            out.append(lab)
+        elif isinstance(lab, dict) and isinstance(lab.get("name"), str):
+            out.append(lab["name"])
+        else:
+            raise RecordError("a label is neither a name nor an object with a name")
+    return out
+
+
+def _login(user: Any) -> str | None:
+    if isinstance(user, dict):
+        return user.get("login")
+    if isinstance(user, str):
+        return user
+    return None
+
+
+def _int(value: Any, field: str, required: bool = False) -> int | None:
+    if value is None:
+        if required:
+            raise RecordError(f"missing {field}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+        raise RecordError(f"{field} is not an integer: {str(value)[:40]!r}")
+    return value
+
+
+def _text(value: Any, field: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise RecordError(f"{field} is not text")
+
+
+def issue_row(obj: Any, default_repo: str | None = None) -> dict:
+    """One issue or pull request object -> a row dict with ISSUE_COLUMNS."""
+    if not isinstance(obj, dict):
+        raise RecordError(f"expected an issue object, got {type(obj).__name__}")
+    number = _int(obj.get("number"), "number", required=True)
+    if number <= 0:
+        raise RecordError(f"number must be positive, got {number}")
+    repo = repo_of(obj) or default_repo
+    if not repo:
+        raise RecordError("cannot tell the repository (no repo, html_url or repository_url)")
+    comments = obj.get("comments")
+    if isinstance(comments, list):  # some dumps inline the comment objects
+        comments = len(comments)
+    state = _text(obj.get("state"), "state")
+    if state is not None and state not in ("open", "closed"):
+        raise RecordError(f"state must be open or closed, got {state[:20]!r}")
+    html_url = _text(obj.get("html_url"), "html_url") or f"https://github.com/{repo}/issues/{number}"
+    return {
+        "repo": repo,
+        "number": number,
+        "title": _text(obj.get("title"), "title"),
+        "body": _text(obj.get("body"), "body"),
+        "state": state,
+        "labels": _label_names(obj.get("labels")),
+        "author": _login(obj.get("user")) or _text(obj.get("author"), "author"),
+        "author_association": _text(obj.get("author_association"), "author_association"),
+        "created_at": parse_time(obj.get("created_at"), "created_at"),
+        "updated_at": parse_time(obj.get("updated_at"), "updated_at"),
+        "closed_at": parse_time(obj.get("closed_at"), "closed_at"),
+        "comments": _int(comments, "comments"),
+        "is_pull_request": bool(obj.get("pull_request")) or "/pull/" in html_url,
+        "html_url": html_url,
+    }
+
+
+def comment_row(obj: Any, repo: str) -> dict:
+    """One issue comment object (from /repos/O/R/issues/comments) -> a row dict with COMMENT_COLUMNS."""
+    if not isinstance(obj, dict):
+        raise RecordError(f"expected a comment object, got {type(obj).__name__}")
+    cid = _int(obj.get("id"), "id", required=True)
+    issue_url = str(obj.get("issue_url") or "")
+    m = re.search(r"/issues/(\d+)$", issue_url)
+    if m:
+        issue_number = int(m.group(1))
+    else:
+        issue_number = _int(obj.get("issue_number"), "issue_number", required=True)
+    return {
+        "repo": repo,
+        "issue_number": issue_number,
+        "id": cid,
+        "author": _login(obj.get("user")),
+        "body": _text(obj.get("body"), "body"),
+        "created_at": parse_time(obj.get("created_at"), "created_at"),
+        "updated_at": parse_time(obj.get("updated_at"), "updated_at"),
+        "html_url": _text(obj.get("html_url"), "html_url"),
+    }

@@ -1,0 +1,97 @@
+"""Upserts, one function per saved entity. None opens a transaction: callers wrap them in
+`store.transaction(con)` so that a page of issues and the miner's cursor, or a whole import, commit together."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable, Sequence
+
+import duckdb
+
+from retriage.db.records import COMMENT_COLUMNS, ISSUE_COLUMNS
+
+_ISSUE_TYPES = {
+    "repo": "TEXT", "number": "INTEGER", "title": "TEXT", "body": "TEXT", "state": "TEXT", "labels": "TEXT[]",
+    "author": "TEXT", "author_association": "TEXT", "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
+    "closed_at": "TIMESTAMP", "comments": "INTEGER", "is_pull_request": "BOOLEAN", "html_url": "TEXT",
+}
+_COMMENT_TYPES = {
+    "repo": "TEXT", "issue_number": "INTEGER", "id": "BIGINT", "author": "TEXT", "body": "TEXT",
+    "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP", "html_url": "TEXT",
+}
+
+
+def _stage(con: duckdb.DuckDBPyConnection, name: str, columns: Sequence[str], types: dict, rows: list[dict]) -> None:
+    """Load rows into a temporary table column-wise (one statement, no per-row round trips)."""
+    con.execute(f"DROP TABLE IF EXISTS {name}")
+    select = ", ".join(f"unnest(${i + 1}::{types[c]}[]) AS {c}" for i, c in enumerate(columns))
+    params = [[r[c] for r in rows] for c in columns]
+    con.execute(f"CREATE TEMP TABLE {name} AS SELECT {select}", params)
+
+
+def _dedupe(rows: Iterable[dict], key: tuple[str, ...]) -> list[dict]:
+    last: dict[tuple, dict] = {}
+    for r in rows:
+        last[tuple(r[k] for k in key)] = r
+    return list(last.values())
+
+
+def _upsert(con, table: str, stage: str, columns: Sequence[str], types: dict, key: tuple[str, ...],
+            rows: list[dict]) -> dict[str, int]:
+    rows = _dedupe(rows, key)
+    if not rows:
+        return {"new": 0, "updated": 0, "unchanged": 0}
+    _stage(con, stage, columns, types, rows)
+    on = " AND ".join(f"t.{k} = s.{k}" for k in key)
+    same = " AND ".join(f"t.{c} IS NOT DISTINCT FROM s.{c}" for c in columns)
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {stage}_changed AS
+            SELECT s.*, t.{key[0]} IS NULL AS is_new FROM {stage} s LEFT JOIN {table} t ON {on}
+            WHERE t.{key[0]} IS NULL OR NOT ({same})"""
+    )
+    new, changed = con.execute(f"SELECT count(*) FILTER (WHERE is_new), count(*) FROM {stage}_changed").fetchone()
+    unchanged = len(rows) - changed
+    keys = ", ".join(key)
+    con.execute(f"DELETE FROM {table} WHERE ({keys}) IN (SELECT ({keys}) FROM {stage}_changed WHERE NOT is_new)")
+    con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(columns)} FROM {stage}_changed")
+    con.execute(f"DROP TABLE {stage}")
+    con.execute(f"DROP TABLE {stage}_changed")
+    return {"new": new, "updated": len(rows) - new - unchanged, "unchanged": unchanged}
+
+
+def upsert_issues(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
+    """Insert or replace issue rows; returns counts of new, updated and unchanged rows."""
+    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, _ISSUE_TYPES, ("repo", "number"), rows)
+
+
+def upsert_comments(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
+    return _upsert(con, "comments", "_stage_comments", COMMENT_COLUMNS, _COMMENT_TYPES, ("repo", "id"), rows)
+
+
+def save_links(con: duckdb.DuckDBPyConnection, links: list[tuple[str, int, str, int]]) -> None:
+    """(repo, pr_number, issue_repo, issue_number) rows, kind 'fixes'."""
+    if links:
+        con.executemany(
+            "INSERT OR IGNORE INTO issue_links (repo, pr_number, issue_repo, issue_number) VALUES (?, ?, ?, ?)",
+            links,
+        )
+
+
+def save_sync_state(con, repo: str, resource: str, cursor: datetime | None, etag: str | None,
+                    status: str) -> None:
+    con.execute(
+        """INSERT OR REPLACE INTO sync_state (repo, resource, cursor_updated_at, etag, last_run_at, last_status)
+           VALUES (?, ?, ?, ?, now()::TIMESTAMP, ?)""",
+        [repo, resource, cursor, etag, status],
+    )
+
+
+def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
+    con.execute("DELETE FROM gold_labels")
+    if labels:
+        con.executemany(
+            "INSERT OR REPLACE INTO gold_labels VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(g["repo"], g["number"], g["re_class"], g["component"], g["known_fix"], g.get("reason"),
+              g.get("labeler")) for g in labels],
+        )
+    return len(labels)

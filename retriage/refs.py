@@ -1,0 +1,37 @@
+"""Issue references: `vllm#7472`, `llama.cpp#3825`, `trtllm#1458`, `owner/name#N`, or an issue/PR URL."""
+
+from __future__ import annotations
+
+import re
+
+from retriage.errors import UserError
+from retriage.taxonomy import canonical_repo, engine_by_alias, engines
+
+_URL_RE = re.compile(r"^(?:https?://)?(?:www\.)?github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)(?:[/?#].*)?$")
+_REF_RE = re.compile(r"^([\w./-]+?)\s*#\s*(\d+)$")
+
+
+def parse_ref(ref: str) -> tuple[str, int]:
+    """-> (owner/name, number). Raises UserError with the accepted forms on anything else."""
+    text = ref.strip()
+    m = _URL_RE.match(text)
+    if m:
+        return canonical_repo(m.group(1)), int(m.group(2))
+    m = _REF_RE.match(text)
+    if m:
+        name, number = m.group(1), int(m.group(2))
+        if "/" in name:
+            return canonical_repo(name), number
+        engine = engine_by_alias(name)
+        if engine:
+            return engine.repo, number
+        known = ", ".join(e.id for e in engines())
+        raise UserError(f"unknown engine {name!r} in {ref!r}: use one of {known}, or owner/name#N")
+    raise UserError(f"cannot read issue reference {ref!r}: use e.g. vllm#7472, owner/name#N or an issue URL")
+
+
+def format_ref(repo: str, number: int) -> str:
+    for e in engines():
+        if e.repo == repo:
+            return f"{e.id}#{number}"
+    return f"{repo}#{number}"

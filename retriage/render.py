@@ -1,0 +1,95 @@
+"""Rich rendering of library results for the terminal. No logic beyond layout lives here."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+
+def _date(value) -> str:
+    return value.strftime("%Y-%m-%d") if value else "-"
+
+
+def issue_panel(info: dict, body_chars: int = 600) -> Panel:
+    issue = info["issue"]
+    head = Text()
+    head.append(f"{issue['title'] or '(no title)'}\n", style="bold")
+    state_style = "green" if issue["state"] == "open" else "magenta"
+    kind = "pull request" if issue["is_pull_request"] else "issue"
+    head.append(f"{kind} · ", style="dim")
+    head.append(issue["state"] or "?", style=state_style)
+    head.append(f" · created {_date(issue['created_at'])}", style="dim")
+    if issue["closed_at"]:
+        head.append(f" · closed {_date(issue['closed_at'])}", style="dim")
+    head.append(f" · {issue['comments'] or 0} comments\n", style="dim")
+    if issue["labels"]:
+        head.append("labels: ", style="dim")
+        head.append(", ".join(issue["labels"]) + "\n", style="cyan")
+    head.append(issue["html_url"] or "", style="blue underline")
+    parts: list = [head]
+
+    pred = info.get("prediction")
+    gold = info.get("gold")
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim")
+    table.add_column()
+    if pred:
+        cls = pred["re_class"] + (" (unsure)" if pred.get("abstained") else "")
+        table.add_row("predicted class", f"[bold]{cls}[/] conf {pred['confidence']:.2f}")
+        comp_conf = pred.get("component_confidence")
+        table.add_row("component", f"[bold]{pred['component']}[/]" + (f" conf {comp_conf:.2f}" if comp_conf else ""))
+        table.add_row("known fixes", ", ".join(pred.get("known_fixes") or []) or "-")
+        table.add_row("model", str(pred["model_version"]))
+    else:
+        table.add_row("predicted class", "not labeled yet (run `retriage label`)")
+    if gold:
+        table.add_row("team label", f"{gold['re_class']} / {gold['component']} / fix {gold['known_fix']}"
+                      + (f" — {gold['reason']}" if gold.get("reason") else ""))
+    links = info.get("links") or {}
+    if links.get("fixed_by"):
+        table.add_row("fixed by PR", ", ".join(f"#{n}" for n in links["fixed_by"]))
+    if links.get("fixes"):
+        table.add_row("fixes", ", ".join(f"#{n}" for n in links["fixes"]))
+    parts += [Text(""), table]
+
+    body = (issue["body"] or "").strip()
+    if body:
+        snippet = body[:body_chars] + (" …" if len(body) > body_chars else "")
+        parts += [Text(""), Text(snippet, style="white")]
+    if info.get("similar"):
+        parts += [Text(""), similar_table(info["similar"])]
+    return Panel(Group(*parts), title=f"[bold]{info['ref']}[/]", expand=True)
+
+
+def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
+    t = Table(title=title, title_justify="left", expand=True, show_lines=False)
+    t.add_column("issue", no_wrap=True)
+    t.add_column("score", justify="right")
+    t.add_column("state")
+    t.add_column("title", ratio=1)
+    t.add_column("known fix")
+    from retriage.refs import format_ref
+
+    for r in rows:
+        t.add_row(format_ref(r["repo"], r["number"]), f"{r['score']:.2f}", r.get("state") or "",
+                  f"[link={r.get('html_url')}]{r.get('title') or ''}[/link]", r.get("known_fix") or "")
+    return t
+
+
+def stats_table(s: dict) -> Table:
+    t = Table(title="retriage database", title_justify="left")
+    for col in ("repo", "issues", "PRs", "created from", "to", "labeled"):
+        t.add_column(col, justify="right" if col in ("issues", "PRs", "labeled") else "left")
+    for r in s["repos"]:
+        t.add_row(r["repo"], str(r["issues"]), str(r["pull_requests"]), _date(r["first_created"]),
+                  _date(r["last_created"]), f"{r['labeled']} ({r['share_labeled']:.0%})")
+    t.add_row("[bold]all[/]", f"[bold]{s['issues']}[/]", str(s["pull_requests"]), "", "",
+              f"{s['labeled']} ({s['share_labeled']:.0%})")
+    t.caption = f"{s['comments']} comments · {s['gold_labels']} team labels · model {s['model_version'] or '-'}"
+    return t
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
