@@ -98,6 +98,11 @@ def demo(
     run_demo(db, example)
 
 
+from retriage.miner.command import mine as _mine  # noqa: E402  (light: heavy imports happen inside)
+
+app.command("mine")(_mine)
+
+
 def main() -> None:
     try:
         app()
