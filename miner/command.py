@@ -1,15 +1,166 @@
-"""`retriage mine`: placeholder until the miner lands (issue 3)."""
+"""`retriage mine`: options in, one call to `sync.sync_repos`, Rich progress while it runs, a summary after.
 
+Heavy imports (PyGithub, DuckDB, Rich) happen inside the command, so `retriage --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
 from typing import List, Optional
 
 import typer
 
 from retriage.errors import UserError
+from retriage.miner.client import DEFAULT_BASE_URL, TOKEN_VARS
+
+NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticated, which GitHub limits to "
+                 f"60 requests an hour")
+
+
+class MineView:
+    """Rich progress on stderr, one line per repository: items stored, requests, rate limit left, waits."""
+
+    def __init__(self, repos: list[str], client):
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        self.console = Console(stderr=True)
+        self.client = client
+        self.progress = Progress(SpinnerColumn(finished_text="✓"), TextColumn("[bold]{task.description:<19}"),
+                                 TextColumn("{task.fields[detail]}"), console=self.console)
+        self.tasks = {repo: self.progress.add_task(repo, total=1, start=False, detail="waiting") for repo in repos}
+        self.current: str | None = None
+        self.lines: dict[str, str] = {}
+
+    def __enter__(self) -> "MineView":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def _rate(self) -> str:
+        c = self.client
+        return f"{c.rate_remaining:,} rate left" if c.rate_remaining is not None else "rate ?"
+
+    def update(self, result) -> None:
+        task = self.tasks[result.repo]
+        if result.status == "running":
+            if self.current != result.repo:
+                self.progress.start_task(task)
+            self.current = result.repo
+        saved = result.issues.new + result.issues.updated
+        comments = result.comments.new + result.comments.updated
+        line = f"{saved:,} issues/PRs, {comments:,} comments, {result.requests:,} req, {self._rate()}"
+        if result.status in ("failed", "stopped", "skipped"):
+            line += f", {result.status}"
+        if result.status not in ("running", "pending"):
+            self.progress.update(task, completed=1)
+            self.progress.stop_task(task)
+        self.lines[result.repo] = line
+        self.progress.update(task, detail=line)
+
+    def waiting(self, seconds_left: float, reason: str) -> None:
+        if self.current is None:
+            return
+        base = self.lines.get(self.current, "")
+        detail = base if seconds_left <= 0 else f"{base}, [yellow]waiting {seconds_left:.0f} s: {reason}[/]"
+        self.progress.update(self.tasks[self.current], detail=detail)
+
+
+def _summary(results, client, since_ignored: bool) -> dict:
+    return {
+        "base_url": client.base_url,
+        "authenticated": client.authenticated,
+        "requests": client.requests,
+        "rate_limit": {"remaining": client.rate_remaining, "limit": client.rate_limit,
+                       "reset": datetime.fromtimestamp(client.rate_reset, timezone.utc).isoformat()
+                       if client.rate_reset else None},
+        "stopped": any(r.status == "stopped" for r in results),
+        "since_ignored": since_ignored,
+        "repos": [r.as_dict() for r in results],
+    }
+
+
+def _summary_table(results):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="retriage mine", title_justify="left", box=box.SIMPLE_HEAD, caption="new · updated",
+              caption_justify="left")
+    for col in ("repository", "status", "issues+PRs", "comments", "links", "requests"):
+        t.add_column(col, justify="left" if col in ("repository", "status") else "right", no_wrap=True)
+    for r in results:
+        comments = "skipped" if r.comments.skipped and not r.comments.pages else \
+            f"{r.comments.new:,} · {r.comments.updated:,}"
+        t.add_row(r.repo, r.status, f"{r.issues.new:,} · {r.issues.updated:,}", comments, f"{r.links:,}",
+                  f"{r.requests:,}")
+    return t
 
 
 def mine(
-    repos: Optional[List[str]] = typer.Argument(None, help="OWNER/NAME or vllm, sglang, llama.cpp, trtllm."),
-    db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file."),
+    repos: Optional[List[str]] = typer.Argument(
+        None, metavar="[REPOS]...", help="OWNER/NAME or vllm, sglang, llama.cpp, trtllm (default: all four)."),
+    since: Optional[str] = typer.Option(
+        None, "--since", help="First sync of a repository only: start at this date (YYYY-MM-DD, UTC)."),
+    base_url: str = typer.Option(
+        DEFAULT_BASE_URL, "--base-url", help="API root: GitHub Enterprise (https://HOST/api/v3) or a local server."),
+    no_comments: bool = typer.Option(False, "--no-comments", help="Issues and pull requests only."),
+    max_requests: Optional[int] = typer.Option(
+        None, "--max-requests", min=1, help="Stop cleanly after N requests; the next run continues from there."),
+    request_gap: float = typer.Option(
+        0.25, "--request-gap", min=0.0, help="Seconds between requests (GitHub asks for serial requests)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb)."),
 ):
-    """Sync issues, pull requests and comments from GitHub into the database (incremental, resumable)."""
-    raise UserError("mine is not implemented yet")
+    """Sync issues, pull requests and comments from GitHub into the database: incremental and resumable.
+
+    Reads the token from GITHUB_TOKEN, else GH_TOKEN. Each page is stored with its cursor, so an interrupted run
+    loses nothing and the next run continues; an unchanged repository costs one conditional request.
+    """
+    from retriage.db.queries import jsonable
+    from retriage.db.store import connect
+    from retriage.miner.client import GitHubClient, GitHubError, token_from_env
+    from retriage.miner.sync import load_state, parse_since, resolve_repos, sync_repos
+
+    repo_list = resolve_repos(repos)
+    since_dt = parse_since(since)
+    token = token_from_env()
+    con = connect(db)
+    if token is None:
+        sys.stderr.write(NO_TOKEN_NOTE + "\n")
+    try:
+        client = GitHubClient(base_url, token, seconds_between_requests=request_gap, max_requests=max_requests)
+    except GitHubError as e:
+        raise UserError(str(e)) from None
+    since_ignored = since_dt is not None and any(load_state(con, r, "issues").cursor for r in repo_list)
+    started = time.monotonic()
+    with MineView(repo_list, client) as view:
+        client.on_wait = view.waiting
+        results = sync_repos(con, client, repo_list, since_dt, comments=not no_comments, on_progress=view.update)
+    client.close()
+    summary = _summary(results, client, since_ignored)
+    summary["seconds"] = round(time.monotonic() - started, 2)
+    if as_json:
+        sys.stdout.write(json.dumps(jsonable(summary), indent=2) + "\n")
+    else:
+        from retriage.render import console
+
+        out = console()
+        out.print(_summary_table(results))
+        rate = summary["rate_limit"]
+        line = f"{client.requests:,} requests in {summary['seconds']:.1f} s"
+        if rate["remaining"] is not None:
+            line += f" · rate limit {rate['remaining']:,}/{rate['limit']:,} left"
+        out.print(line)
+        if since_ignored:
+            out.print("--since applies to a first sync only: repositories with a cursor continued from it")
+        if summary["stopped"]:
+            out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue")
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        resume = " (cursor kept: run again to resume)" if any(r.retryable for r in failed) else ""
+        raise UserError("; ".join(f"{r.repo}: {r.error}" for r in failed) + resume)

@@ -1,0 +1,273 @@
+"""HTTP to the GitHub REST API through PyGithub: the token, conditional requests, rate limits and retries.
+
+Every request goes through PyGithub's Requester pointed at `base_url` (api.github.com, a GitHub Enterprise
+`https://host/api/v3`, or a local server), with PyGithub's own retries off: this module decides. Rules, as
+GitHub documents them:
+
+- 403/429 with `retry-after`: wait that long. 403/429 with `x-ratelimit-remaining: 0`: wait until
+  `x-ratelimit-reset`. Other 403/429 that say "rate limit" (secondary limits): wait at least a minute, doubling.
+- 5xx, connection errors and truncated or invalid JSON: retry with capped exponential backoff, then give up
+  with a GitHubError.
+- Every wait is bounded by `RetryPolicy.max_wait` (longer: a GitHubError that says when to come back) and
+  reported tick by tick through `on_wait(seconds_left, reason)`.
+
+The token is read from GITHUB_TOKEN, else GH_TOKEN; it only ever lives in the Authorization header. Messages
+this module makes are passed through `redact`, so not even a server echoing it back puts it in an error.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+DEFAULT_BASE_URL = "https://api.github.com"
+TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
+USER_AGENT = "retriage-miner"
+
+WaitCallback = Callable[[float, str], None]
+
+
+class GitHubError(Exception):
+    """A request that failed for good; the message is one safe line (no token)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class RequestBudgetExhausted(Exception):
+    """--max-requests reached: stop cleanly, everything acknowledged is stored."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6               # tries of one request on 5xx, connection errors, broken bodies
+    backoff_base: float = 1.0       # first retry delay, doubled each time ...
+    backoff_cap: float = 60.0       # ... up to this
+    secondary_wait: float = 60.0    # first wait on a secondary rate limit, doubled each time
+    rate_limit_waits: int = 5       # rate-limit waits for one request before giving up
+    max_wait: float = 3900.0        # no single wait longer than this (primary limits reset within the hour)
+    reset_margin: float = 1.0       # seconds added after x-ratelimit-reset
+    tick: float = 1.0               # how often on_wait hears the countdown
+
+
+@dataclass
+class Page:
+    status: int                     # 200 or 304
+    data: Any                       # parsed JSON (None on 304)
+    etag: str | None
+    next_url: str | None
+
+
+@dataclass
+class _Retry:
+    reason: str
+    wait: float | None = None       # None: back off and count a failure; seconds: a rate limit's wait
+
+
+def token_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if env is None else env
+    for var in TOKEN_VARS:
+        value = (env.get(var) or "").strip()
+        if value:
+            return value
+    return None
+
+
+def next_link(link_header: str | None) -> str | None:
+    """The URL of rel="next" in a Link header, exactly as given."""
+    for part in (link_header or "").split(","):
+        m = re.match(r'\s*<([^>]*)>\s*;(.*)', part)
+        if m and re.search(r'rel="?next"?', m.group(2)):
+            return m.group(1)
+    return None
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class GitHubClient:
+    """GET pages from the GitHub REST API with bounded, reported waits and a request budget."""
+
+    def __init__(self, base_url: str = DEFAULT_BASE_URL, token: str | None = None,
+                 policy: RetryPolicy | None = None, seconds_between_requests: float = 0.25,
+                 max_requests: int | None = None, on_wait: WaitCallback | None = None,
+                 timeout: int = 30, per_page: int = 100):
+        from github import Auth, Github  # heavy: only when a client is made
+
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise GitHubError(f"--base-url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._origin = (parts.scheme, parts.hostname, parts.port)
+        self._token = token
+        self.authenticated = token is not None
+        self.policy = policy or RetryPolicy()
+        self.max_requests = max_requests
+        self.on_wait = on_wait
+        self.per_page = per_page
+        self.requests = 0
+        self._secondary_hits = 0
+        self.rate_remaining: int | None = None
+        self.rate_limit: int | None = None
+        self.rate_reset: int | None = None
+        self._gh = Github(auth=Auth.Token(token) if token else None, base_url=self.base_url, per_page=per_page,
+                          retry=None, timeout=timeout, seconds_between_requests=seconds_between_requests or None,
+                          user_agent=USER_AGENT)
+        self._requester = self._gh.requester
+
+    def close(self) -> None:
+        self._gh.close()
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    # -- one GET, with the whole retry policy ------------------------------------------------------------------
+    def get(self, url: str, params: dict | None = None, etag: str | None = None) -> Page:
+        """GET `url` (a path under base_url or a Link URL as given). 200 -> data, 304 -> not modified."""
+        self._check_same_origin(url)
+        headers = {"Accept": "application/vnd.github+json"}
+        if etag:
+            headers["If-None-Match"] = etag
+        failures = rate_waits = 0
+        while True:
+            self._wait_for_reset_if_exhausted()
+            if self.max_requests is not None and self.requests >= self.max_requests:
+                raise RequestBudgetExhausted(f"stopped after {self.requests} requests (--max-requests)")
+            self.requests += 1
+            outcome = self._attempt(url, params, dict(headers))
+            if isinstance(outcome, Page):
+                self._secondary_hits = 0
+                return outcome
+            if outcome.wait is not None:  # a rate limit: wait as told; not a failure, but bounded too
+                rate_waits += 1
+                if rate_waits > self.policy.rate_limit_waits:
+                    raise GitHubError(self.redact(f"{outcome.reason}; still limited after {rate_waits - 1} "
+                                                  f"waits, run again later"), 403)
+                self._wait(outcome.wait, outcome.reason)
+                continue
+            failures += 1
+            if failures >= self.policy.attempts:
+                raise GitHubError(self.redact(f"{outcome.reason}; gave up after {failures} attempts"))
+            delay = min(self.policy.backoff_cap, self.policy.backoff_base * 2 ** (failures - 1))
+            self._wait(delay, f"{outcome.reason}; retry {failures} of {self.policy.attempts - 1}")
+
+    def _attempt(self, url: str, params: dict | None, headers: dict) -> Page | _Retry:
+        """One request. Raises GitHubError for answers that retrying cannot fix."""
+        import requests
+
+        try:
+            status, resp_headers, body = self._requester.requestJson("GET", url, parameters=params, headers=headers)
+        except (requests.exceptions.RequestException, http.client.HTTPException, OSError) as e:
+            return _Retry(f"connection failed ({type(e).__name__})")
+        except RuntimeError as e:  # PyGithub: a redirect to another host or scheme
+            raise GitHubError(self.redact(_one_line(str(e)))) from None
+        self._note_rate(resp_headers)
+        if status == 304:
+            return Page(304, None, resp_headers.get("etag") or headers.get("If-None-Match"), None)
+        if 200 <= status < 300:
+            try:
+                data = json.loads(body) if body else None
+            except ValueError:
+                return _Retry(f"truncated or invalid JSON from {self._where(url)}")
+            return Page(status, data, resp_headers.get("etag"), next_link(resp_headers.get("link")))
+        message = self._message(body)
+        if status in (403, 429):
+            retry = self._rate_limit_wait(status, resp_headers, message)
+            if retry is not None:
+                return retry
+            raise GitHubError(self.redact(f"{status} forbidden at {self._where(url)}: {message}"), status)
+        if status >= 500:
+            return _Retry(f"server error {status} at {self._where(url)}")
+        if status == 401:
+            raise GitHubError("401 Bad credentials: GitHub rejected the token in GITHUB_TOKEN/GH_TOKEN", 401)
+        if status == 404:
+            raise GitHubError(f"404 not found: {self._where(url)} (no such repository, or no access)", 404)
+        raise GitHubError(self.redact(f"{status} from {self._where(url)}: {message}"), status)
+
+    def _rate_limit_wait(self, status: int, headers: dict, message: str) -> _Retry | None:
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            try:
+                return _Retry(f"{status}: asked to retry after {retry_after} s", max(0.0, float(retry_after)))
+            except ValueError:
+                pass
+        if headers.get("x-ratelimit-remaining") == "0":
+            return _Retry("rate limit exhausted", self._until_reset())
+        if status == 429 or "rate limit" in message.lower():
+            self._secondary_hits += 1
+            return _Retry("secondary rate limit", self.policy.secondary_wait * 2 ** (self._secondary_hits - 1))
+        return None
+
+    # -- rate-limit bookkeeping --------------------------------------------------------------------------------
+    def _note_rate(self, headers: dict) -> None:
+        def as_int(name):
+            try:
+                return int(float(headers[name]))
+            except (KeyError, ValueError):
+                return None
+
+        for attr, name in (("rate_remaining", "x-ratelimit-remaining"), ("rate_limit", "x-ratelimit-limit"),
+                           ("rate_reset", "x-ratelimit-reset")):
+            value = as_int(name)
+            if value is not None:
+                setattr(self, attr, value)
+
+    def _until_reset(self) -> float:
+        if self.rate_reset is None:
+            return self.policy.secondary_wait
+        return max(0.0, self.rate_reset - time.time()) + self.policy.reset_margin
+
+    def _wait_for_reset_if_exhausted(self) -> None:
+        """Remaining 0 after a good answer: the next request would fail, so wait for the reset first."""
+        if self.rate_remaining == 0 and self.rate_reset is not None and self.rate_reset > time.time():
+            self._wait(self._until_reset(), "rate limit exhausted")
+            self.rate_remaining = None
+
+    def _wait(self, seconds: float, reason: str) -> None:
+        if seconds > self.policy.max_wait:
+            until = datetime.fromtimestamp(time.time() + seconds, timezone.utc).strftime("%H:%M UTC")
+            raise GitHubError(self.redact(f"{reason}: GitHub asks to wait {seconds:.0f} s (until {until}), more "
+                                          f"than the {self.policy.max_wait:.0f} s limit; run again then"), 403)
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if self.on_wait:
+                self.on_wait(left, reason)
+            time.sleep(min(self.policy.tick, left))
+        if self.on_wait:
+            self.on_wait(0.0, reason)
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def _check_same_origin(self, url: str) -> None:
+        if url.startswith("/"):
+            return
+        parts = urlsplit(url)
+        if (parts.scheme, parts.hostname, parts.port) != self._origin:
+            raise GitHubError(f"the server sent a link to another host ({parts.scheme}://{parts.hostname}); "
+                              f"not following it")
+
+    def _where(self, url: str) -> str:
+        path = urlsplit(url).path if not url.startswith("/") else url.split("?")[0]
+        return path
+
+    @staticmethod
+    def _message(body: str) -> str:
+        try:
+            data = json.loads(body)
+        except (ValueError, TypeError):
+            return _one_line(re.sub(r"<[^>]+>", " ", body or "")) or "no message"
+        if isinstance(data, dict) and data.get("message"):
+            return _one_line(data["message"])
+        return _one_line(body)

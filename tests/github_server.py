@@ -1,0 +1,608 @@
+"""A GitHub REST API server for tests and the benchmark: real HTTP on 127.0.0.1, standard library only.
+
+It serves the records of `../shared/corpus/*.jsonl.gz` the way api.github.com does:
+
+  GET /repos/O/R                      the repository
+  GET /repos/O/R/issues               state, sort, direction, since, per_page; cursor `after` links; page=N
+  GET /repos/O/R/issues/N             one issue or pull request
+  GET /repos/O/R/issues/N/comments    the comments of one issue
+  GET /repos/O/R/issues/comments      all comments of the repository: since, sort, direction, per_page
+  GET /repos/O/R/issues/comments/ID   one comment
+  GET /rate_limit
+
+with weak ETags and 304 on If-None-Match, `x-ratelimit-*` headers, Bad credentials for a wrong token, and
+GitHub's quirks that a client must get right: `since` of 1970-01-01 answers an empty list, `page=N` beyond
+`page_cap` answers 422 (cursor links keep working), per_page is capped.
+
+The corpus has neither `updated_at` nor comment texts, so both are derived deterministically from each record
+(a hash of repo and number): comments spread between creation and closing, some edited, a "triage sweep" that
+gives a group of issues the same `updated_at` (ties across page boundaries), and about one record in six turned
+into a pull request whose body says which issue it fixes (`expected_links()` is the truth for those).
+
+Tests change the data between runs (`edit_issue`, `add_issue`, `add_comment`, `edit_comment`; every change
+moves a server clock that starts after the newest record), read the request log (`log`), and inject faults
+(`inject`): a primary rate limit (403, remaining 0, reset a moment ahead), a secondary one (403), 429 with
+retry-after, 502, a connection reset, a truncated JSON body and a body shorter than its Content-Length.
+
+Run `python tests/github_server.py --latency 0.003` to serve the whole corpus; it prints the base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import hashlib
+import json
+import math
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS_FILES = {"vllm-project/vllm": "vllm", "sgl-project/sglang": "sglang", "ggml-org/llama.cpp": "llama_cpp"}
+FORMER_NAMES = {"ggml-org/llama.cpp": "ggerganov/llama.cpp"}
+EPOCH0 = "1970-01-01T00:00:00Z"
+FAULT_KINDS = ("ratelimit", "secondary", "429", "502", "reset", "truncated", "short_read")
+_PHRASES = (
+    "Thanks for the report, I can reproduce this.", "Which version are you running?",
+    "Still happens on the latest main.", "Could you share the full stack trace?",
+    "This looks like a duplicate of an older issue.", "A fix is in progress.",
+    "Setting a smaller batch size works around it for me.", "Closing as resolved, please reopen if needed.",
+)
+_FIX_WORDS = ("Fixes", "closes", "Resolves", "fixed", "Close")
+
+
+def _h(*parts) -> int:
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(value: str) -> datetime:
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+@dataclass
+class Fault:
+    kind: str
+    path: str = ""          # only requests whose path contains this
+    skip: int = 0           # let this many matching requests through first
+    times: int = 1          # then fail this many
+    reset_in: float = 1.5   # ratelimit: seconds until x-ratelimit-reset
+    retry_after: int = 1    # 429
+
+
+class RepoData:
+    """The records of one repository in API shape, with derived updated_at, comments and pull requests."""
+
+    def __init__(self, full_name: str, records: list[dict], api: str, repo_index: int):
+        self.full_name = full_name
+        self.api = api
+        self.issues: dict[int, dict] = {}
+        self.comments: dict[int, dict] = {}
+        self.links: set[tuple[str, int, str, int]] = set()
+        records = sorted(records, key=lambda r: int(r["number"]))
+        numbers = [int(r["number"]) for r in records]
+        pr_numbers = {n for i, n in enumerate(numbers) if i >= 3 and _h(full_name, n, "pr") % 6 == 0}
+        plain = [n for n in numbers if n not in pr_numbers]
+        pending_comments = []
+        for r in records:
+            issue, comments = self._derive(r, pr_numbers, plain)
+            self.issues[issue["number"]] = issue
+            pending_comments.extend(comments)
+        pending_comments.sort(key=lambda c: (c["created_at"], c["_issue"], c["_k"]))
+        for i, c in enumerate(pending_comments):  # ids grow with creation time, as on GitHub
+            cid = (repo_index + 1) * 10**9 + i + 1
+            number = c.pop("_issue")
+            c.pop("_k")
+            c.update(self._comment_urls(number, cid))
+            self.comments[cid] = c
+
+    def _comment_urls(self, number: int, cid: int) -> dict:
+        return {
+            "id": cid, "node_id": f"IC_{cid}",
+            "url": f"{self.api}/repos/{self.full_name}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{self.full_name}/issues/{number}#issuecomment-{cid}",
+            "issue_url": f"{self.api}/repos/{self.full_name}/issues/{number}",
+        }
+
+    def _derive(self, r: dict, pr_numbers: set[int], plain: list[int]) -> tuple[dict, list[dict]]:
+        repo, number = self.full_name, int(r["number"])
+        h = _h(repo, number)
+        created = _parse(r["created_at"])
+        closed = _parse(r["closed_at"]) if r.get("closed_at") else None
+        n_comments = int(r.get("comments") or 0)
+        span = max((closed - created) if closed else timedelta(days=14), timedelta(hours=1))
+        comments, last = [], created
+        for k in range(n_comments):
+            c_created = created + span * (k + 1) / (n_comments + 1) + timedelta(seconds=_h(repo, number, k) % 600)
+            c_updated = c_created + timedelta(seconds=_h(repo, number, k, "e") % 86400) \
+                if _h(repo, number, k, "edited") % 10 == 0 else c_created
+            last = max(last, c_updated)
+            comments.append({
+                "_issue": number, "_k": k,
+                "user": self._user(_h(repo, number, k, "u")),
+                "created_at": _iso(c_created), "updated_at": _iso(c_updated),
+                "author_association": "CONTRIBUTOR" if k % 3 else "MEMBER",
+                "body": f"{_PHRASES[_h(repo, number, k, 'p') % len(_PHRASES)]} (comment {k + 1} of "
+                        f"{n_comments} on #{number})",
+            })
+        updated = max(closed or created, last) + timedelta(seconds=h % 7200)
+        sweep = datetime(2025, 3, 3, 12, 0, 0, tzinfo=timezone.utc)  # a bulk relabel: many equal updated_at
+        if h % 23 == 0 and created < sweep and updated < sweep:
+            updated = sweep
+        labels = r.get("labels") or []
+        issue = {
+            "url": f"{self.api}/repos/{repo}/issues/{number}",
+            "repository_url": f"{self.api}/repos/{repo}",
+            "comments_url": f"{self.api}/repos/{repo}/issues/{number}/comments",
+            "html_url": f"https://github.com/{repo}/issues/{number}",
+            "id": 5 * 10**8 + _h(repo, number, "id") % 10**8, "node_id": f"I_{h % 10**10}",
+            "number": number, "title": r.get("title"),
+            "user": self._user(h),
+            "labels": [{"id": _h(repo, lab) % 10**9, "name": lab, "color": "ededed", "default": False}
+                       for lab in labels],
+            "state": r.get("state"), "locked": False, "assignee": None, "assignees": [],
+            "comments": n_comments, "created_at": _iso(created), "updated_at": _iso(updated),
+            "closed_at": _iso(closed) if closed else None,
+            "author_association": r.get("author_association"),
+            "reactions": r.get("reactions") if isinstance(r.get("reactions"), dict) else None,
+            "body": r.get("body"),
+        }
+        if number in pr_numbers:
+            earlier = [n for n in plain if n < number]
+            self._make_pull_request(issue, earlier)
+        return issue, comments
+
+    def _make_pull_request(self, issue: dict, candidates: list[int]) -> None:
+        """Turn a record into a pull request whose body references an earlier issue in one of GitHub's forms."""
+        repo, number = self.full_name, issue["number"]
+        target = candidates[_h(repo, number, "target") % len(candidates)]
+        word = _FIX_WORDS[_h(repo, number, "w") % len(_FIX_WORDS)]
+        variant = _h(repo, number, "variant") % 6
+        if variant == 0:
+            body, fixes = f"{word} #{target}\n\nAdds a guard for the failing case.", [target]
+        elif variant == 1:
+            body, fixes = f"{word} {FORMER_NAMES.get(repo, repo)}#{target}", [target]
+        elif variant == 2:
+            body, fixes = f"{word}: https://github.com/{repo}/issues/{target}\n", [target]
+        elif variant == 3:
+            other = candidates[_h(repo, number, "second") % len(candidates)]
+            body, fixes = f"This PR {word.lower()} #{target} and resolves #{other}.", [target, other]
+        elif variant == 4:
+            body, fixes = f"Refactor only. Related to #{target}, see also #{target}#discussion.", []
+        else:
+            body, fixes = f"Improve docs (mentions issue {target} without a reference).", []
+        issue["body"] = body
+        issue["html_url"] = f"https://github.com/{repo}/pull/{number}"
+        issue["pull_request"] = {
+            "url": f"{self.api}/repos/{repo}/pulls/{number}",
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+            "diff_url": f"https://github.com/{repo}/pull/{number}.diff",
+            "patch_url": f"https://github.com/{repo}/pull/{number}.patch",
+            "merged_at": issue["closed_at"],
+        }
+        self.links |= {(repo, number, repo, n) for n in fixes}
+
+    @staticmethod
+    def _user(h: int) -> dict:
+        login = f"user{h % 4000}"
+        return {"login": login, "id": 10**6 + h % 4000, "type": "User",
+                "html_url": f"https://github.com/{login}"}
+
+    def repo_object(self) -> dict:
+        owner, name = self.full_name.split("/")
+        return {
+            "id": _h(self.full_name) % 10**9, "name": name, "full_name": self.full_name,
+            "owner": {"login": owner, "type": "Organization"}, "private": False,
+            "html_url": f"https://github.com/{self.full_name}", "url": f"{self.api}/repos/{self.full_name}",
+            "has_issues": True,
+            "open_issues_count": sum(1 for i in self.issues.values() if i["state"] == "open"),
+        }
+
+
+def _listing(items: list[dict], sort_field: str, descending: bool, params: dict, per_page: int,
+             page_cap: int) -> tuple[list[dict] | None, str | None, int]:
+    """Sort, then cut one page out: by opaque cursor (`after`) or by page number. -> (page, next cursor, pages)."""
+    def key(o):
+        return (o[sort_field], o.get("number") or o["id"])
+
+    items = sorted(items, key=key, reverse=descending)
+    pages = max(1, math.ceil(len(items) / per_page))
+    after = params.get("after")
+    if after:
+        field, ident = json.loads(base64.urlsafe_b64decode(after.encode()).decode())
+        mark = (field, ident)
+        items = [o for o in items if (key(o) < mark if descending else key(o) > mark)]
+        start = 0
+    else:
+        page = int(params.get("page") or 1)
+        if page > page_cap:
+            return None, None, pages
+        start = (page - 1) * per_page
+    chunk = items[start:start + per_page]
+    more = len(items) > start + per_page
+    cursor = None
+    if more and chunk:
+        cursor = base64.urlsafe_b64encode(json.dumps(list(key(chunk[-1]))).encode()).decode()
+    return chunk, cursor, pages
+
+
+class GitHubServer:
+    """Serve corpus records over HTTP on 127.0.0.1 with GitHub's listing, caching and rate-limit behaviour."""
+
+    def __init__(self, repos: list[str] | None = None, limit_per_repo: int | None = None,
+                 token: str | None = None, max_per_page: int = 100, page_cap: int = 100,
+                 latency: float = 0.0, rate_limit: int = 5000, anonymous_rate_limit: int = 60,
+                 corpus: Path = CORPUS):
+        self.token = token
+        self.max_per_page = max_per_page
+        self.page_cap = page_cap
+        self.latency = latency
+        self.rate_limit = rate_limit
+        self.anonymous_rate_limit = anonymous_rate_limit
+        self._lock = threading.RLock()
+        self._faults: list[Fault] = []
+        self._used = {True: 0, False: 0}
+        self._window_reset = int(time.time()) + 3600
+        self.log: list[dict] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.github = self  # type: ignore[attr-defined]
+        self.port = self._httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._thread: threading.Thread | None = None
+        self.data: dict[str, RepoData] = {}
+        for i, full_name in enumerate(repos or list(CORPUS_FILES)):
+            with gzip.open(corpus / f"{CORPUS_FILES[full_name]}.jsonl.gz", "rt") as f:
+                records = [json.loads(line) for line in f if line.strip()]
+            records.sort(key=lambda r: int(r["number"]))
+            if limit_per_repo:
+                records = records[:limit_per_repo]
+            self.data[full_name] = RepoData(full_name, records, self.base_url, i)
+        newest = max((o["updated_at"] for d in self.data.values() for o in [*d.issues.values(),
+                      *d.comments.values()]), default="2025-01-01T00:00:00Z")
+        self._clock = _parse(newest) + timedelta(days=1)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def start(self) -> "GitHubServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "GitHubServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- what the server holds ---------------------------------------------------------------------------------
+    def issues(self, repo: str) -> list[dict]:
+        with self._lock:
+            return [dict(o) for o in self.data[repo].issues.values()]
+
+    def comments(self, repo: str) -> list[dict]:
+        with self._lock:
+            return [dict(o) for o in self.data[repo].comments.values()]
+
+    def expected_links(self, repo: str) -> set[tuple[str, int, str, int]]:
+        """(repo, pr_number, issue_repo, issue_number) for every fix reference the server wrote into a PR."""
+        with self._lock:
+            return set(self.data[repo].links)
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self.log.clear()
+
+    # -- changes between runs ----------------------------------------------------------------------------------
+    def tick(self) -> str:
+        with self._lock:
+            self._clock += timedelta(seconds=61)
+            return _iso(self._clock)
+
+    def edit_issue(self, repo: str, number: int, **fields) -> dict:
+        with self._lock:
+            issue = self.data[repo].issues[number]
+            issue.update(fields)
+            issue["updated_at"] = self.tick()
+            if fields.get("state") == "closed":
+                issue["closed_at"] = issue["updated_at"]
+            return dict(issue)
+
+    def add_issue(self, repo: str, title: str, body: str = "", fixes: int | None = None) -> dict:
+        """A new issue, or with `fixes` a new pull request saying `Fixes #fixes`."""
+        with self._lock:
+            d = self.data[repo]
+            number = max(d.issues) + 1
+            now = self.tick()
+            record = {"number": number, "title": title, "body": body, "labels": [], "state": "open",
+                      "created_at": now, "closed_at": None, "comments": 0, "author_association": "NONE"}
+            issue, _ = d._derive(record, set(), [])
+            issue["created_at"] = issue["updated_at"] = now
+            if fixes is not None:
+                d._make_pull_request(issue, [fixes])
+                issue["body"] = f"Fixes #{fixes}"
+                d.links = {x for x in d.links if x[1] != number} | {(repo, number, repo, fixes)}
+            d.issues[number] = issue
+            return dict(issue)
+
+    def add_comment(self, repo: str, number: int, body: str) -> dict:
+        """A new comment; like GitHub, it moves the issue's updated_at too."""
+        with self._lock:
+            d = self.data[repo]
+            cid = max(d.comments, default=(list(self.data).index(repo) + 1) * 10**9) + 1
+            now = self.tick()
+            comment = {"user": RepoData._user(cid), "created_at": now, "updated_at": now,
+                       "author_association": "NONE", "body": body, **d._comment_urls(number, cid)}
+            d.comments[cid] = comment
+            issue = d.issues[number]
+            issue["comments"] += 1
+            issue["updated_at"] = now
+            return dict(comment)
+
+    def edit_comment(self, repo: str, cid: int, body: str) -> dict:
+        with self._lock:
+            comment = self.data[repo].comments[cid]
+            comment["body"] = body
+            comment["updated_at"] = self.tick()
+            return dict(comment)
+
+    # -- faults ------------------------------------------------------------------------------------------------
+    def inject(self, kind: str, path: str = "", skip: int = 0, times: int = 1, **kw) -> Fault:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
+        fault = Fault(kind, path, skip, times, **kw)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if f.path in path and f.times > 0:
+                    if f.skip > 0:
+                        f.skip -= 1
+                        continue
+                    f.times -= 1
+                    return f
+        return None
+
+    # -- rate limit --------------------------------------------------------------------------------------------
+    def _rate_headers(self, authed: bool, count: bool) -> dict[str, str]:
+        with self._lock:
+            now = time.time()
+            if now >= self._window_reset:
+                self._window_reset = int(now) + 3600
+                self._used = {True: 0, False: 0}
+            if count:
+                self._used[authed] += 1
+            limit = self.rate_limit if authed else self.anonymous_rate_limit
+            used = self._used[authed]
+            return {"x-ratelimit-limit": str(limit), "x-ratelimit-remaining": str(max(0, limit - used)),
+                    "x-ratelimit-reset": str(self._window_reset), "x-ratelimit-used": str(used),
+                    "x-ratelimit-resource": "core"}
+
+    # -- routing -----------------------------------------------------------------------------------------------
+    def route(self, path: str, params: dict) -> tuple[int, object, dict[str, str]]:
+        """-> (status, JSON body, extra headers) for a GET."""
+        parts = [p for p in path.split("/") if p]
+        if parts == ["rate_limit"]:
+            return 200, {"resources": {"core": {}}}, {}
+        if len(parts) < 3 or parts[0] != "repos":
+            return 404, {"message": "Not Found"}, {}
+        full = f"{parts[1]}/{parts[2]}"
+        for name, former in FORMER_NAMES.items():
+            if full.lower() == former.lower() and name in self.data:
+                return 301, {"message": "Moved Permanently"}, {
+                    "location": f"{self.base_url}/repos/{name}{path.split(full, 1)[1]}"}
+        d = next((v for k, v in self.data.items() if k.lower() == full.lower()), None)
+        if d is None:
+            return 404, {"message": "Not Found"}, {}
+        rest = parts[3:]
+        with self._lock:
+            if not rest:
+                return 200, d.repo_object(), {}
+            if rest == ["issues"]:
+                return self._list_issues(d, path, params)
+            if rest == ["issues", "comments"]:
+                return self._list_comments(list(d.comments.values()), path, params)
+            if len(rest) == 3 and rest[:2] == ["issues", "comments"] and rest[2].isdigit():
+                c = d.comments.get(int(rest[2]))
+                return (200, c, {}) if c else (404, {"message": "Not Found"}, {})
+            if len(rest) >= 2 and rest[0] == "issues" and rest[1].isdigit():
+                issue = d.issues.get(int(rest[1]))
+                if issue is None:
+                    return 404, {"message": "Not Found"}, {}
+                if len(rest) == 2:
+                    return 200, issue, {}
+                if rest[2:] == ["comments"]:
+                    mine = [c for c in d.comments.values() if c["issue_url"] == issue["url"]]
+                    return self._list_comments(mine, path, params)
+        return 404, {"message": "Not Found"}, {}
+
+    def _per_page(self, params: dict) -> int:
+        return max(1, min(int(params.get("per_page") or 30), 100, self.max_per_page))
+
+    def _since(self, params: dict) -> str | None:
+        since = params.get("since")
+        return _iso(_parse(since)) if since else None
+
+    def _page(self, items, sort_field, params, path, direction) -> tuple[int, object, dict[str, str]]:
+        descending = params.get("direction", direction) == "desc"
+        per_page = self._per_page(params)
+        chunk, cursor, pages = _listing(items, sort_field, descending, params, per_page, self.page_cap)
+        if chunk is None:
+            return 422, {"message": "Pagination with the page parameter is not supported for large datasets, "
+                                    "please use cursor based pagination (after/before)"}, {}
+        base = {k: v for k, v in params.items() if k not in ("page", "after")}
+        links = []
+        if cursor:
+            links.append(f'<{self.base_url}{path}?{urlencode({**base, "after": cursor})}>; rel="next"')
+            if pages <= self.page_cap:
+                links.append(f'<{self.base_url}{path}?{urlencode({**base, "page": pages})}>; rel="last"')
+        return 200, chunk, ({"link": ", ".join(links)} if links else {})
+
+    def _list_issues(self, d: RepoData, path: str, params: dict):
+        state = params.get("state", "open")
+        sort_field = {"created": "created_at", "updated": "updated_at", "comments": "comments"}.get(
+            params.get("sort", "created"))
+        if state not in ("open", "closed", "all") or sort_field is None:
+            return 422, {"message": "Validation Failed"}, {}
+        since = self._since(params)
+        if since == EPOCH0:  # GitHub's quirk: the epoch as `since` lists nothing
+            return 200, [], {}
+        items = [o for o in d.issues.values() if (state == "all" or o["state"] == state)
+                 and (since is None or o["updated_at"] >= since)]
+        return self._page(items, sort_field, params, path, direction="desc")
+
+    def _list_comments(self, items: list[dict], path: str, params: dict):
+        sort_field = {"created": "created_at", "updated": "updated_at"}.get(params.get("sort", "created"))
+        if sort_field is None:
+            return 422, {"message": "Validation Failed"}, {}
+        since = self._since(params)
+        items = [c for c in items if since is None or c["updated_at"] >= since]
+        return self._page(items, sort_field, params, path, direction="asc")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "github-test-server"
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        gh: GitHubServer = self.server.github  # type: ignore[attr-defined]
+        url = urlsplit(self.path)
+        params = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        entry = {"t": time.time(), "method": "GET", "path": url.path, "params": params,
+                 "auth": "authorization" in {k.lower() for k in self.headers},
+                 "if_none_match": self.headers.get("If-None-Match"), "status": None, "fault": None,
+                 "items": None}
+        with gh._lock:
+            gh.log.append(entry)
+        if gh.latency:
+            time.sleep(gh.latency)
+        auth = self.headers.get("Authorization")
+        authed = auth is not None
+        if auth is not None and (gh.token is None or auth.split(" ", 1)[-1] != gh.token):
+            return self._send(entry, 401, {"message": "Bad credentials"}, gh._rate_headers(False, True))
+        fault = gh._take_fault(url.path)
+        if fault:
+            entry["fault"] = fault.kind
+            if self._fault(entry, gh, fault, authed):
+                return
+        rate = gh._rate_headers(authed, count=False)
+        if rate["x-ratelimit-remaining"] == "0":
+            return self._send(entry, 403, {"message": "API rate limit exceeded for 127.0.0.1."}, rate)
+        try:
+            status, body, extra = gh.route(url.path, params)
+        except (ValueError, KeyError) as e:
+            status, body, extra = 422, {"message": f"Validation Failed: {e}"}, {}
+        payload = json.dumps(body).encode()
+        etag = 'W/"' + hashlib.sha1(payload).hexdigest() + '"'
+        if status == 200 and self._matches(etag):
+            return self._send(entry, 304, None, {**gh._rate_headers(authed, count=False), "etag": etag})
+        if status == 200 and isinstance(body, list):
+            entry["items"] = [o.get("number") or o.get("id") for o in body]
+        headers = {**gh._rate_headers(authed, count=True), **extra}
+        if status == 200:
+            headers["etag"] = etag
+        self._send(entry, status, payload, headers)
+
+    def _matches(self, etag: str) -> bool:
+        sent = self.headers.get("If-None-Match")
+        if not sent:
+            return False
+        strip = lambda t: t.strip().removeprefix("W/")  # noqa: E731 (weak comparison, as GitHub does)
+        return any(strip(t) == strip(etag) or t.strip() == "*" for t in sent.split(","))
+
+    def _fault(self, entry: dict, gh: GitHubServer, fault: Fault, authed: bool) -> bool:
+        """Answer with the fault; False if it only changes how the normal answer is delivered."""
+        rate = gh._rate_headers(authed, count=True)
+        if fault.kind == "ratelimit":
+            rate.update({"x-ratelimit-remaining": "0", "x-ratelimit-used": rate["x-ratelimit-limit"],
+                         "x-ratelimit-reset": str(math.ceil(time.time() + fault.reset_in))})
+            self._send(entry, 403, {"message": "API rate limit exceeded for user ID 1.",
+                                    "documentation_url": "https://docs.github.com/rest/rate-limit"}, rate)
+        elif fault.kind == "secondary":
+            self._send(entry, 403, {"message": "You have exceeded a secondary rate limit. Please wait a few "
+                                               "minutes before you try again."}, rate)
+        elif fault.kind == "429":
+            self._send(entry, 429, {"message": "You have exceeded a secondary rate limit."},
+                       {**rate, "retry-after": str(fault.retry_after)})
+        elif fault.kind == "502":
+            self._send(entry, 502, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                       {"content-type": "text/html"})
+        elif fault.kind == "reset":
+            entry["status"] = "reset"
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+        else:  # truncated / short_read: the normal answer, cut
+            self._cut = fault.kind
+            return False
+        return True
+
+    def _send(self, entry: dict, status: int, body, headers: dict[str, str]) -> None:
+        payload = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+        entry["status"] = status
+        cut = getattr(self, "_cut", None)
+        self._cut = None
+        length = len(payload)
+        if cut and status == 200:
+            payload = payload[: len(payload) // 2]
+            length = len(payload) if cut == "truncated" else length
+        self.send_response(status)
+        if status != 304:
+            self.send_header("content-type", headers.pop("content-type", "application/json; charset=utf-8"))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("content-length", str(length if status != 304 else 0))
+        if cut == "short_read" and status == 200:
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if status != 304:
+            self.wfile.write(payload)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Serve the corpus as the GitHub REST API on 127.0.0.1.")
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    ap.add_argument("--token", default=None, help="the token to accept (default: none, anonymous only)")
+    ap.add_argument("--rate-limit", type=int, default=5000)
+    ap.add_argument("--anonymous-rate-limit", type=int, default=60)
+    ap.add_argument("--limit-per-repo", type=int, default=None)
+    args = ap.parse_args(argv)
+    server = GitHubServer(token=args.token, latency=args.latency, rate_limit=args.rate_limit,
+                          anonymous_rate_limit=args.anonymous_rate_limit, limit_per_repo=args.limit_per_repo)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(server.base_url, flush=True)
+    try:
+        server._httpd.serve_forever(poll_interval=0.05)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server._httpd.server_close()
+
+
+if __name__ == "__main__":
+    main()
