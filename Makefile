@@ -1,0 +1,32 @@
+# Two entry points a new user needs: `make demo` (the main job, on the bundled snapshot) and `make test`.
+# Both create .venv in the checkout and install everything into it first.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test install bench clean
+
+$(BIN)/retriage: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch pinned first: 2.13.0 is a CPU build; an unpinned torch pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/retriage
+
+install: $(BIN)/retriage
+
+demo: install
+	$(BIN)/retriage demo
+
+test: install
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python bench/label
+	$(BIN)/python bench/classify
+	$(BIN)/python bench/report
+	$(BIN)/python bench/mine
+
+clean:
+	rm -rf $(VENV) retriage.duckdb retriage.duckdb.wal

@@ -1,0 +1,103 @@
+"""`retriage import`: shapes accepted, idempotence, and all-or-nothing on bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from retriage.db import store
+from retriage.db.importer import import_files
+from retriage.db.records import RecordError, issue_row
+from retriage.errors import UserError
+from conftest import corpus_file, run_cli
+
+
+def _count(db_path) -> int:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return con.execute("SELECT count(*) FROM issues").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_import_corpus_twice_gives_same_rows(db_path):
+    vllm = corpus_file("vllm.jsonl.gz")
+    expected = sum(1 for _ in gzip.open(vllm))
+    first = run_cli("import", str(vllm), "--json", db=db_path)
+    assert first.returncode == 0, first.stderr
+    out = json.loads(first.stdout)
+    assert out["new"] == expected and out["records"] == expected
+    assert _count(db_path) == expected
+    second = run_cli("import", str(vllm), "--json", db=db_path)
+    out2 = json.loads(second.stdout)
+    assert (out2["new"], out2["updated"], out2["unchanged"]) == (0, 0, expected)
+    assert _count(db_path) == expected
+
+
+def test_truncated_gzip_and_garbage_fail_and_write_nothing(db_path, tmp_path):
+    vllm = corpus_file("vllm.jsonl.gz")
+    assert run_cli("import", str(corpus_file("sglang.jsonl.gz")), db=db_path).returncode == 0
+    before = _count(db_path)
+    trunc = tmp_path / "trunc.jsonl.gz"
+    trunc.write_bytes(vllm.read_bytes()[:50_000])
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x00\x01 this is not json \xff\n")
+    for bad in (trunc, garbage):
+        proc = run_cli("import", str(bad), db=db_path)
+        assert proc.returncode != 0
+        assert "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert str(bad.name) in proc.stderr
+        assert _count(db_path) == before
+
+
+def test_bad_record_names_file_and_line_and_nothing_is_written(db_path, tmp_path):
+    f = tmp_path / "mixed.jsonl"
+    good = {"repo": "vllm-project/vllm", "number": 5, "title": "ok"}
+    f.write_text(json.dumps(good) + "\n" + json.dumps({"title": "no number"}) + "\n")
+    proc = run_cli("import", str(f), db=db_path)
+    assert proc.returncode != 0
+    assert "mixed.jsonl:2" in proc.stderr and "number" in proc.stderr
+    con = store.connect(db_path)
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 0
+
+
+def test_api_shape_array_and_repo_from_urls(db_path, tmp_path):
+    api = [
+        {"number": 10, "title": "t", "body": "b", "state": "open", "labels": [{"name": "bug"}, {"name": "x"}],
+         "user": {"login": "alice"}, "created_at": "2025-01-02T03:04:05Z", "updated_at": "2025-01-03T00:00:00Z",
+         "closed_at": None, "comments": 2, "html_url": "https://github.com/sgl-project/sglang/issues/10",
+         "author_association": "NONE"},
+        {"number": 11, "title": "a PR", "state": "closed", "labels": [], "pull_request": {"url": "x"},
+         "repository_url": "https://api.github.com/repos/ggerganov/llama.cpp", "created_at": "2025-01-02T05:00:00+02:00"},
+    ]
+    f = tmp_path / "api.json"
+    f.write_text(json.dumps(api))
+    con = store.connect(db_path)
+    res = import_files(con, [f])
+    assert res.counts["new"] == 2
+    rows = con.execute("SELECT repo, number, labels, author, is_pull_request, created_at::TEXT FROM issues "
+                       "ORDER BY number").fetchall()
+    assert rows[0][:5] == ("sgl-project/sglang", 10, ["bug", "x"], "alice", False)
+    assert rows[1][0] == "ggml-org/llama.cpp" and rows[1][4] is True
+    assert rows[1][5] == "2025-01-02 03:00:00"  # stored in UTC
+
+
+@pytest.mark.parametrize("obj, msg", [
+    ([1, 2], "expected an issue object"),
+    ({"number": "x", "repo": "a/b"}, "number is not an integer"),
+    ({"number": 3}, "cannot tell the repository"),
+    ({"number": 3, "repo": "a/b", "state": "weird"}, "state must be"),
+    ({"number": 3, "repo": "a/b", "created_at": "yesterday"}, "created_at"),
+])
+def test_record_shape_errors(obj, msg):
+    with pytest.raises(RecordError, match=msg):
+        issue_row(obj)
+
+
+def test_missing_file_is_a_user_error(db_path, tmp_path):
+    con = store.connect(db_path)
+    with pytest.raises(UserError, match="no such file"):
+        import_files(con, [tmp_path / "nope.json"])
