@@ -102,6 +102,10 @@ from retriage.miner.command import mine as _mine  # noqa: E402  (light: heavy im
 
 app.command("mine")(_mine)
 
+from retriage.report.command import report as _report  # noqa: E402
+
+app.command("report")(_report)
+
 
 def main() -> None:
     try:
