@@ -1,15 +1,97 @@
-"""`retriage report`: placeholder until the weekly report lands (issue 6)."""
+"""`retriage report --weekly`: options in, one library call, one output format out."""
 
-from typing import Optional
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
 from retriage.errors import UserError
 
 
+def _check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
+    v = value.strip().lower()
+    if v not in choices:
+        raise UserError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
+    return v
+
+
+def _write_text(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    _check_output(output)
+    output.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {output}", err=True)
+
+
+def _check_output(output: Path) -> None:
+    parent = output.expanduser().resolve().parent
+    if not parent.is_dir():
+        raise UserError(f"cannot write {output}: folder {parent} does not exist")
+    if output.is_dir():
+        raise UserError(f"cannot write {output}: it is a folder")
+
+
 def report(
     weekly: bool = typer.Option(True, "--weekly", help="Weekly distribution (the only period so far)."),
+    engine: Optional[List[str]] = typer.Option(
+        None, "--engine", "-e", help="Only this engine (vllm, sglang, llama.cpp, trtllm); repeatable. "
+        "Default: every issue in the database."),
+    since: Optional[str] = typer.Option(None, help="First day, YYYY-MM-DD (inclusive, UTC)."),
+    until: Optional[str] = typer.Option(None, help="Last day, YYYY-MM-DD (inclusive, UTC)."),
+    by: str = typer.Option("re_class", help="Columns: re_class or component."),
+    include_prs: bool = typer.Option(False, "--include-prs", help="Count pull requests too."),
+    per_engine: bool = typer.Option(False, "--per-engine", help="One table per engine instead of all together."),
+    weeks: Optional[int] = typer.Option(None, help="Only the last N weeks of the range."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, csv, json, html or png (chart)."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write here instead of stdout; html/png default to "
+        "./retriage-weekly-<by>.<format>."),
+    model_version: Optional[str] = typer.Option(
+        None, "--model-version", envvar="RETRIAGE_MODEL_VERSION",
+        help="Count this model version's predictions (default: the shipped model)."),
     db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file."),
 ):
-    """Weekly distribution of RE classes (or components) per engine."""
-    raise UserError("report is not implemented yet")
+    """Weekly distribution of RE classes (or components) per ISO week of issue creation.
+
+    Rows are ISO weeks (Monday start, UTC), with zeros for weeks without issues; columns the RE classes (or
+    components), `unsure` when the classifier abstained and `unlabeled` for issues the model has not labeled.
+    Ends with totals, the last week against the mean of the 4 weeks before, and the newest issues of each class.
+    """
+    from retriage.db.store import connect
+    from retriage.report import render
+    from retriage.report.weekly import BY_VALUES, CURRENT_MODEL, weekly_report
+
+    by = _check_choice(by, BY_VALUES, "--by")
+    fmt = _check_choice(fmt, render.FORMATS, "--format")
+    if weeks is not None and weeks < 1:
+        raise UserError(f"--weeks must be at least 1, not {weeks}")
+    con = connect(db, read_only=True)
+    rep = weekly_report(con, engines=engine, since=since, until=until, by=by, include_prs=include_prs,
+                        model_version=model_version or CURRENT_MODEL, per_engine=per_engine, last_weeks=weeks)
+    message = render.no_labels_message(rep)
+    if message:
+        raise UserError(message)
+
+    if fmt == "json":
+        _write_text(render.to_json(rep), output)
+    elif fmt == "csv":
+        _write_text(render.to_csv(rep), output)
+    elif fmt in render.CHART_FORMATS:
+        path = output or Path(f"retriage-weekly-{by}.{fmt}")
+        _check_output(path)
+        render.save_chart(rep, path, fmt)
+        typer.echo(f"wrote chart {path}")
+    elif output is not None:
+        from rich.console import Console
+
+        _check_output(output)
+        with open(output, "w", encoding="utf-8") as f:
+            render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
+        typer.echo(f"wrote {output}", err=True)
+    else:
+        from retriage.render import console
+
+        render.print_report(rep, console())
