@@ -56,7 +56,7 @@ class MineView:
         comments = result.comments.new + result.comments.updated
         line = f"{saved:,} issues/PRs, {comments:,} comments, {result.requests:,} req, {self._rate()}"
         if result.status in ("failed", "stopped", "skipped"):
-            line += f", {result.status}"
+            line += f", [{'red' if result.status == 'failed' else 'yellow'}]{result.status}[/]"
         if result.status not in ("running", "pending"):
             self.progress.update(task, completed=1)
             self.progress.stop_task(task)
@@ -94,8 +94,9 @@ def _summary_table(results):
     for col in ("repository", "status", "issues+PRs", "comments", "links", "requests"):
         t.add_column(col, justify="left" if col in ("repository", "status") else "right", no_wrap=True)
     for r in results:
-        comments = "skipped" if r.comments.skipped and not r.comments.pages else \
-            f"{r.comments.new:,} · {r.comments.updated:,}"
+        c = r.comments
+        comments = "skipped" if c.skipped else "-" if not (c.pages or c.not_modified) else \
+            f"{c.new:,} · {c.updated:,}"
         t.add_row(r.repo, r.status, f"{r.issues.new:,} · {r.issues.updated:,}", comments, f"{r.links:,}",
                   f"{r.requests:,}")
     return t
@@ -103,7 +104,7 @@ def _summary_table(results):
 
 def mine(
     repos: Optional[List[str]] = typer.Argument(
-        None, metavar="[REPOS]...", help="OWNER/NAME or vllm, sglang, llama.cpp, trtllm (default: all four)."),
+        None, metavar="REPOS", help="OWNER/NAME or vllm, sglang, llama.cpp, trtllm (default: all four)."),
     since: Optional[str] = typer.Option(
         None, "--since", help="First sync of a repository only: start at this date (YYYY-MM-DD, UTC)."),
     base_url: str = typer.Option(
@@ -118,8 +119,7 @@ def mine(
 ):
     """Sync issues, pull requests and comments from GitHub into the database: incremental and resumable.
 
-    Reads the token from GITHUB_TOKEN, else GH_TOKEN. Each page is stored with its cursor, so an interrupted run
-    loses nothing and the next run continues; an unchanged repository costs one conditional request.
+    Token from GITHUB_TOKEN, else GH_TOKEN. An interrupted run loses nothing; an unchanged repository costs one request.
     """
     from retriage.db.queries import jsonable
     from retriage.db.store import connect
@@ -152,7 +152,7 @@ def mine(
         out = console()
         out.print(_summary_table(results))
         rate = summary["rate_limit"]
-        line = f"{client.requests:,} requests in {summary['seconds']:.1f} s"
+        line = f"{client.requests:,} request{'' if client.requests == 1 else 's'} in {summary['seconds']:.1f} s"
         if rate["remaining"] is not None:
             line += f" · rate limit {rate['remaining']:,}/{rate['limit']:,} left"
         out.print(line)

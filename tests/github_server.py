@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import gzip
 import hashlib
 import json
@@ -72,6 +73,14 @@ def _iso(dt: datetime) -> str:
 def _parse(value: str) -> datetime:
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+@functools.lru_cache(maxsize=None)
+def _corpus_records(path: Path) -> tuple[dict, ...]:
+    """The records of one corpus file, by number (read once per process; RepoData never changes them)."""
+    with gzip.open(path, "rt") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return tuple(sorted(records, key=lambda r: int(r["number"])))
 
 
 @dataclass
@@ -258,7 +267,7 @@ class GitHubServer:
         self._used = {True: 0, False: 0}
         self._window_reset = int(time.time()) + 3600
         self.log: list[dict] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.github = self  # type: ignore[attr-defined]
         self.port = self._httpd.server_address[1]
@@ -266,9 +275,7 @@ class GitHubServer:
         self._thread: threading.Thread | None = None
         self.data: dict[str, RepoData] = {}
         for i, full_name in enumerate(repos or list(CORPUS_FILES)):
-            with gzip.open(corpus / f"{CORPUS_FILES[full_name]}.jsonl.gz", "rt") as f:
-                records = [json.loads(line) for line in f if line.strip()]
-            records.sort(key=lambda r: int(r["number"]))
+            records = _corpus_records(corpus / f"{CORPUS_FILES[full_name]}.jsonl.gz")
             if limit_per_repo:
                 records = records[:limit_per_repo]
             self.data[full_name] = RepoData(full_name, records, self.base_url, i)
@@ -284,7 +291,9 @@ class GitHubServer:
         return self
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread = None
         self._httpd.server_close()
 
     def __enter__(self) -> "GitHubServer":
@@ -481,9 +490,19 @@ class GitHubServer:
         return self._page(items, sort_field, params, path, direction="asc")
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, socket.timeout)):  # clients killed on purpose
+            super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "github-test-server"
+
+    def setup(self):
+        super().setup()  # headers and body go out in two writes: without this, Nagle + delayed ACK add ~40 ms
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format, *args):  # quiet
         pass
@@ -538,8 +557,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer with the fault; False if it only changes how the normal answer is delivered."""
         rate = gh._rate_headers(authed, count=True)
         if fault.kind == "ratelimit":
+            entry["reset"] = math.ceil(time.time() + fault.reset_in)
             rate.update({"x-ratelimit-remaining": "0", "x-ratelimit-used": rate["x-ratelimit-limit"],
-                         "x-ratelimit-reset": str(math.ceil(time.time() + fault.reset_in))})
+                         "x-ratelimit-reset": str(entry["reset"])})
             self._send(entry, 403, {"message": "API rate limit exceeded for user ID 1.",
                                     "documentation_url": "https://docs.github.com/rest/rate-limit"}, rate)
         elif fault.kind == "secondary":

@@ -1,0 +1,129 @@
+"""`retriage mine` end to end: the installed console script, as a subprocess, against the local GitHub server."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+RETRIAGE = str(Path(sys.executable).with_name("retriage"))
+VLLM, SGLANG = "vllm-project/vllm", "sgl-project/sglang"
+TOKEN = "ghp_cliToken5551234567890abcdefghijKLMNOP"
+
+
+def retriage(*args, token=TOKEN, var="GITHUB_TOKEN"):
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "RETRIAGE_DB")}
+    env.update(NO_PROXY="127.0.0.1,localhost", TZ="Asia/Kolkata", COLUMNS="120")
+    if token:
+        env[var] = token
+    return subprocess.run([RETRIAGE, *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def assert_token_nowhere(token, db, *runs):
+    for run in runs:
+        assert token not in run.stdout and token not in run.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+    assert {"issues", "comments", "issue_links", "sync_state"} <= set(tables)
+    for table in tables:
+        columns = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]
+        for column in columns:
+            hits = con.execute(f'SELECT count(*) FROM {table} WHERE CAST("{column}" AS VARCHAR) LIKE ?',
+                               [f"%{token}%"]).fetchone()[0]
+            assert hits == 0, f"token found in {table}.{column}"
+    con.close()
+    assert token.encode() not in Path(db).read_bytes()
+
+
+@pytest.fixture
+def server(github_server):
+    return github_server(repos=[VLLM, SGLANG], limit_per_repo=60, token=TOKEN, max_per_page=30)
+
+
+def test_mine_end_to_end(tmp_path, server, assert_store_matches):
+    db = tmp_path / "cli.duckdb"
+    first = retriage("mine", "vllm", "sglang", "--base-url", server.base_url, "--db", db, "--request-gap", "0")
+    assert first.returncode == 0, first.stderr
+    assert "retriage mine" in first.stdout and "complete" in first.stdout
+    assert "vllm-project/vllm" in first.stdout and "rate limit" in first.stdout
+    assert "issues/PRs" in first.stderr  # the progress lines
+    assert "GITHUB_TOKEN" not in first.stderr  # a token was there: no note
+
+    second = retriage("mine", "vllm", "sglang", "--base-url", server.base_url, "--db", db, "--json")
+    assert second.returncode == 0, second.stderr
+    summary = json.loads(second.stdout)
+    assert [(r["repo"], r["status"], r["requests"]) for r in summary["repos"]] == [
+        (VLLM, "unchanged", 1), (SGLANG, "unchanged", 1)]
+    assert summary["requests"] == 2 and summary["authenticated"] is True
+    assert summary["rate_limit"]["limit"] == 5000
+
+    con = duckdb.connect(str(db), read_only=True)
+    for repo in (VLLM, SGLANG):
+        assert_store_matches(con, server, repo)
+    pr, issue = con.execute("SELECT pr_number, issue_number FROM issue_links WHERE repo = ? AND issue_repo = ? "
+                            "ORDER BY 1 LIMIT 1", [VLLM, VLLM]).fetchone()
+    con.close()
+    shown = retriage("show", f"vllm#{issue}", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    assert "fixed by PR" in shown.stdout and f"#{pr}" in shown.stdout
+    shown = json.loads(retriage("show", f"vllm#{issue}", "--db", db, "--json").stdout)
+    assert pr in shown["links"]["fixed_by"]
+    assert_token_nowhere(TOKEN, db, first, second)
+
+
+def test_gh_token_is_used_and_no_token_is_said_once(tmp_path, server):
+    run = retriage("mine", "sglang", "--no-comments", "--base-url", server.base_url, "--db", tmp_path / "a.duckdb",
+                   "--request-gap", "0", var="GH_TOKEN")
+    assert run.returncode == 0, run.stderr
+    assert all(e["auth"] for e in server.log)
+    assert not any(e["path"].endswith("/comments") for e in server.log)
+    assert_token_nowhere(TOKEN, tmp_path / "a.duckdb", run)
+
+    server.anonymous_rate_limit = 100
+    run = retriage("mine", "sglang", "vllm", "--base-url", server.base_url, "--db", tmp_path / "b.duckdb",
+                   "--request-gap", "0", "--no-comments", token=None)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("no GITHUB_TOKEN or GH_TOKEN set") == 1
+    assert "/100 left" in run.stdout  # the anonymous rate limit, as the server tells it
+
+
+def test_failures_are_one_line_and_never_show_the_token(tmp_path, server):
+    db = tmp_path / "f.duckdb"
+    wrong = "ghp_WrongToken99999999999999999999999999"
+    run = retriage("mine", "sglang", "vllm", "--base-url", server.base_url, "--db", db, token=wrong)
+    assert run.returncode == 1
+    last = run.stderr.strip().splitlines()[-1]
+    assert last == (f"retriage: error: {SGLANG}: 401 Bad credentials: GitHub rejected the token in "
+                    "GITHUB_TOKEN/GH_TOKEN")
+    assert "skipped" in run.stdout
+    assert_token_nowhere(wrong, db, run)
+
+    run = retriage("mine", "nobody/nothing", "--base-url", server.base_url, "--db", db)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == ("retriage: error: nobody/nothing: 404 not found: "
+                                                   "/repos/nobody/nothing/issues (no such repository, or no access)")
+    for args, message in [
+        (["mine", "sglang", "--since", "last week"], "--since 'last week' is not a date"),
+        (["mine", "sglang", "--base-url", "ftp://example.invalid"], "--base-url must be an http(s) URL"),
+        (["mine", "what?"], "unknown repository 'what?'"),
+    ]:
+        run = retriage(*args, "--db", db)
+        assert run.returncode == 1 and run.stderr.count("\n") == 1
+        assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_max_requests_stops_cleanly(tmp_path, server, assert_store_matches):
+    db = tmp_path / "m.duckdb"
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, "--request-gap", "0",
+                   "--max-requests", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["stopped"] and summary["requests"] == 3 and summary["repos"][0]["status"] == "stopped"
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, "--request-gap", "0")
+    assert run.returncode == 0, run.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert_store_matches(con, server, VLLM)
+    con.close()
