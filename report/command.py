@@ -83,7 +83,7 @@ def report(
         path = output or Path(f"retriage-weekly-{by}.{fmt}")
         _check_output(path)
         render.save_chart(rep, path, fmt)
-        typer.echo(f"wrote chart {path}")
+        typer.echo(f"wrote chart {path.expanduser().resolve()}")
     elif output is not None:
         from rich.console import Console
 

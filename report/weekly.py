@@ -202,27 +202,35 @@ def _sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _base_sql(by: str, newest: bool = False) -> str:
-    """Issues in the selection with their section, week and category. Parameters are named ($...)."""
+def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) -> str:
+    """CTE `base`: the selected issues with repo, week and category (and `columns`). Only the filters in use
+    are written, so DuckDB can push them into the scan; their values stay parameters ($...)."""
     category = f"p.{by}" if by == "component" else f"CASE WHEN p.abstained THEN '{UNSURE}' ELSE p.re_class END"
-    extra = "i.created_at >= $last_week AND i.created_at < $last_week + INTERVAL 7 DAY AND" if newest else ""
+    where = ["i.created_at IS NOT NULL"]
+    if not params["include_prs"]:
+        where.append("NOT i.is_pull_request")
+    if params["repos"] is not None:
+        where.append("list_contains($repos, i.repo)")
+    if params["since"] is not None:
+        where.append("i.created_at >= $since")
+    if params["until"] is not None:
+        where.append("i.created_at < $until")
+    if newest:
+        where.append("i.created_at >= $last_week AND i.created_at < $last_week + INTERVAL 7 DAY")
     return f"""
-        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
         base AS (
-            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, i.repo) ELSE '{ALL}' END AS grp,
-                   date_trunc('week', i.created_at)::DATE AS week,
-                   CASE WHEN p.repo IS NULL THEN '{UNLABELED}' ELSE {category} END AS category,
-                   i.repo, i.number, i.title, i.html_url, i.created_at, p.confidence
+            SELECT i.repo, date_trunc('week', i.created_at)::DATE AS week,
+                   CASE WHEN p.repo IS NULL THEN '{UNLABELED}' ELSE {category} END AS category{columns}
             FROM issues i
-            LEFT JOIN engine_map m ON m.repo = i.repo
             LEFT JOIN predictions p
                    ON p.repo = i.repo AND p.number = i.number AND p.model_version = $model_version
-            WHERE {extra} i.created_at IS NOT NULL
-              AND ($include_prs OR NOT i.is_pull_request)
-              AND ($repos IS NULL OR list_contains($repos, i.repo))
-              AND ($since IS NULL OR i.created_at >= $since)
-              AND ($until IS NULL OR i.created_at < $until)
+            WHERE {" AND ".join(where)}
         )"""
+
+
+def _used(sql: str, params: dict) -> dict:
+    """The parameters a statement names (DuckDB rejects unused named parameters)."""
+    return {k: v for k, v in params.items() if f"${k}" in sql}
 
 
 def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | None,
@@ -291,8 +299,14 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     }
     monday = (lambda d: d - timedelta(days=d.weekday()))
     pivot = f"""
-        WITH {_base_sql(by)},
-        counts AS (SELECT grp, week, category, count(*) AS n FROM base GROUP BY ALL),
+        WITH {_base_sql(by, params)},
+        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
+        counts AS (  -- aggregate per repo first, then map the few repos to sections
+            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, c.repo) ELSE '{ALL}' END AS grp,
+                   c.week, c.category, sum(c.n) AS n
+            FROM (SELECT repo, week, category, count(*) AS n FROM base GROUP BY ALL) c
+            LEFT JOIN engine_map m ON m.repo = c.repo
+            GROUP BY ALL),
         bounds AS (
             SELECT coalesce($hi, max(week)) AS hi,
                    -- greatest() skips NULL: without $n_weeks the range starts at $lo or the first week
@@ -309,14 +323,14 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         SELECT grp, week, coalesce(COLUMNS(* EXCLUDE (grp, week)), 0) FROM wide
         ORDER BY list_position($order, grp) NULLS LAST, grp, week"""
     groups = [ALL] if not per_engine else [e.id for e in selected]
-    rows = con.execute(pivot, {
+    rows = con.execute(pivot, _used(pivot, {
         **params,
         "lo": monday(since_day) if since_day else None,
         "hi": monday(until_day) if until_day else None,
         "n_weeks": last_weeks,
         "groups": groups,
         "order": [ALL] + [e.id for e in all_engines],
-    }).fetchall()
+    })).fetchall()
 
     names = {e.id: e.name for e in all_engines} | {ALL: "all engines"}
     sections: list[Section] = []
@@ -352,16 +366,19 @@ def _attach_newest(con, sections: list[Section], by: str, categories: Sequence[s
     if not wanted:
         return
     last = sections[0].weeks[-1].week
-    rows = con.execute(f"""
-        WITH {_base_sql(by, newest=True)},
+    sql = f"""
+        WITH {_base_sql(by, params, ", i.number, i.title, i.html_url, i.created_at, p.confidence", newest=True)},
+        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
         ranked AS (
-            SELECT *, row_number() OVER (PARTITION BY grp, category ORDER BY created_at DESC, repo, number DESC) AS rk
-            FROM base WHERE list_contains($wanted, category))
+            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*,
+                   row_number() OVER (PARTITION BY grp, category ORDER BY created_at DESC, b.repo, number DESC) AS rk
+            FROM base b LEFT JOIN engine_map m ON m.repo = b.repo
+            WHERE list_contains($wanted, category))
         SELECT grp, category, repo, number, title, html_url, created_at, confidence FROM ranked
         WHERE rk <= $limit
-        ORDER BY grp, list_position($wanted, category), rk""",
-        {**params, "last_week": datetime.combine(last, datetime.min.time()), "wanted": wanted,
-         "limit": limit}).fetchall()
+        ORDER BY grp, list_position($wanted, category), rk"""
+    rows = con.execute(sql, _used(sql, {**params, "last_week": datetime.combine(last, datetime.min.time()),
+                                         "wanted": wanted, "limit": limit})).fetchall()
     by_grp = {s.engine: s for s in sections}
     for grp, category, repo, number, title, url, created, conf in rows:
         if grp in by_grp:

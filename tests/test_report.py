@@ -1,0 +1,312 @@
+"""The weekly report against direct SQL counts on a real DuckDB file: the bundled snapshot imported, predictions of
+a chosen model version written with SQL (some abstained, some missing, some of another version), a few
+TensorRT-LLM issues and pull requests on day boundaries. The CLI runs in a fresh process, as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import SNAPSHOT, run_cli
+from retriage import taxonomy
+from retriage.db.importer import import_files
+from retriage.db.store import connect
+from retriage.report import render
+from retriage.report.weekly import weekly_report
+
+MODEL = "test-model-1"
+OTHER_MODEL = "test-model-0"
+TRT = taxonomy.engine_by_alias("trtllm")
+# Synthetic TensorRT-LLM records on the edges of May 2024 (the snapshot has no TensorRT-LLM issues).
+TRT_ROWS = [  # number, created_at, is_pull_request
+    (9001, "2024-05-01 00:00:00", False),
+    (9002, "2024-05-31 23:59:59", False),
+    (9003, "2024-06-01 00:00:00", False),
+    (9004, "2024-04-30 23:59:59", False),
+    (9005, "2024-05-15 12:00:00", True),
+]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "report.duckdb"
+    con = connect(path)
+    import_files(con, sorted(SNAPSHOT.glob("*.jsonl.gz")))
+    for number, created, is_pr in TRT_ROWS:
+        con.execute("INSERT INTO issues (repo, number, title, created_at, is_pull_request, html_url) "
+                    "VALUES (?, ?, ?, ?::TIMESTAMP, ?, ?)",
+                    [TRT.repo, number, f"trt {number}", created, is_pr,
+                     f"https://github.com/{TRT.repo}/{'pull' if is_pr else 'issues'}/{number}"])
+    # Every issue but those with number % 10 == 3 gets a prediction of MODEL, spread over the taxonomy's lists.
+    con.execute("""
+        INSERT INTO predictions (repo, number, re_class, component, confidence, component_confidence, abstained,
+                                 known_fixes, model_version, labeled_at)
+        SELECT repo, number, $classes[1 + (hash(repo, number) % len($classes))::BIGINT],
+               $components[1 + (hash(number, repo) % len($components))::BIGINT],
+               0.9, 0.8, number % 13 = 0, [], $model, TIMESTAMP '2025-08-01'
+        FROM issues WHERE number % 10 <> 3""",
+        {"classes": taxonomy.re_class_ids(), "components": taxonomy.component_ids(), "model": MODEL})
+    # Another model version labels everything with the first class: must never show up.
+    con.execute("INSERT INTO predictions SELECT repo, number, $c, $k, 0.5, 0.5, false, [], $m, now()::TIMESTAMP "
+                "FROM issues", {"c": taxonomy.re_class_ids()[0], "k": taxonomy.component_ids()[0],
+                                "m": OTHER_MODEL})
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def con(db):
+    c = connect(db, read_only=True)
+    yield c
+    c.close()
+
+
+def sql_counts(con, by="re_class", repos=None, since=None, until=None, include_prs=False) -> dict:
+    """{(iso week 'YYYY-Www', category): n}, written independently of the report's SQL."""
+    category = ("CASE WHEN p.number IS NULL THEN 'unlabeled' WHEN p.abstained THEN 'unsure' ELSE p.re_class END"
+                if by == "re_class" else "coalesce(p.component, 'unlabeled')")
+    where, params = ["(? OR NOT i.is_pull_request)"], [include_prs]
+    if repos:
+        where.append("i.repo IN (SELECT unnest(?))")
+        params.append(repos)
+    if since:
+        where.append("CAST(i.created_at AS DATE) >= ?")
+        params.append(since)
+    if until:
+        where.append("CAST(i.created_at AS DATE) <= ?")
+        params.append(until)
+    rows = con.execute(f"""
+        SELECT strftime(i.created_at, '%G-W%V'), {category}, count(*)
+        FROM issues i LEFT JOIN predictions p ON (p.repo, p.number, p.model_version) = (i.repo, i.number, ?)
+        WHERE {' AND '.join(where)} GROUP BY 1, 2""", [MODEL, *params]).fetchall()
+    return {(w, c): n for w, c, n in rows}
+
+
+def report_counts(section) -> dict:
+    return {(w.iso_week, c): n for w in section.weeks for c, n in w.counts.items() if n}
+
+
+def test_counts_equal_direct_sql(con):
+    rep = weekly_report(con, model_version=MODEL)
+    assert [s.engine for s in rep.sections] == ["all"]
+    expected = sql_counts(con)
+    assert report_counts(rep.sections[0]) == expected
+    assert rep.issues == sum(expected.values()) == con.execute(
+        "SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
+    assert rep.labeled == con.execute(
+        "SELECT count(*) FROM issues i JOIN predictions p USING (repo, number) "
+        "WHERE NOT i.is_pull_request AND p.model_version = ?", [MODEL]).fetchone()[0]
+    names = taxonomy.re_class_ids()
+    assert rep.categories == [*names, "unsure", "unlabeled"]  # taxonomy order, then unsure and unlabeled
+    totals = rep.sections[0].totals
+    for c in rep.categories:
+        assert totals.counts[c] == sum(n for (_, cat), n in expected.items() if cat == c)
+        assert totals.share(c) == pytest.approx(totals.counts[c] / rep.issues)
+    week = rep.sections[0].weeks[-1]
+    assert sum(week.shares.values()) == pytest.approx(1.0)
+
+
+def test_weeks_are_dense_iso_mondays_with_zero_weeks(con):
+    rep = weekly_report(con, engines=["vllm"], model_version=MODEL)
+    weeks = rep.weeks
+    assert all(w.weekday() == 0 for w in weeks)
+    assert all(b - a == timedelta(days=7) for a, b in zip(weeks, weeks[1:]))
+    first, last = con.execute("SELECT min(created_at), max(created_at) FROM issues WHERE repo = ?",
+                              [taxonomy.engine_by_alias("vllm").repo]).fetchone()
+    assert weeks[0] == first.date() - timedelta(days=first.weekday())
+    assert weeks[-1] == last.date() - timedelta(days=last.weekday())
+    busy = {w for (w, _) in sql_counts(con, repos=[taxonomy.engine_by_alias("vllm").repo])}
+    zero = [w for w in rep.sections[0].weeks if w.total == 0]
+    assert zero, "the vLLM snapshot has weeks without issues; they must appear as rows"
+    assert {w.iso_week for w in zero} == {w.iso_week for w in rep.sections[0].weeks} - busy
+    assert all(set(w.counts) == set(rep.categories) and not any(w.counts.values()) for w in zero)
+
+
+def test_range_beyond_the_data_is_filled_with_zero_weeks(con):
+    rep = weekly_report(con, since="2025-07-01", until="2025-08-31", model_version=MODEL)
+    assert rep.weeks[0] == date(2025, 6, 30) and rep.weeks[-1] == date(2025, 8, 25)
+    assert [w.total for w in rep.sections[0].weeks[3:]] == [0] * 6  # the snapshot ends in July 2025
+
+
+def test_date_bounds_are_inclusive_days(con):
+    rep = weekly_report(con, engines=["trtllm"], since="2024-05-01", until="2024-05-31", model_version=MODEL)
+    assert rep.issues == 2  # 9001 at 00:00:00 on the first day, 9002 at 23:59:59 on the last; not 9003/9004
+    assert rep.weeks[0] == date(2024, 4, 29) and rep.weeks[-1] == date(2024, 5, 27)
+    assert len(rep.weeks) == 5
+    with_prs = weekly_report(con, engines=["trtllm"], since="2024-05-01", until="2024-05-31", include_prs=True,
+                             model_version=MODEL)
+    assert with_prs.issues == 3
+    one_day = weekly_report(con, engines=["trtllm"], since="2024-06-01", until="2024-06-01", model_version=MODEL)
+    assert one_day.issues == 1 and len(one_day.weeks) == 1
+
+
+def test_engine_filter_and_per_engine_sections(con):
+    vllm, sglang = taxonomy.engine_by_alias("vllm"), taxonomy.engine_by_alias("sglang")
+    rep = weekly_report(con, engines=["sglang", "vllm", "trtllm"], per_engine=True, since="2025-01-01",
+                        until="2025-03-31", model_version=MODEL)
+    assert [s.engine for s in rep.sections] == [e.id for e in taxonomy.engines() if e.id != "llama.cpp"]
+    by_id = {s.engine: s for s in rep.sections}
+    for e in (vllm, sglang):
+        assert report_counts(by_id[e.id]) == sql_counts(con, repos=[e.repo], since="2025-01-01",
+                                                        until="2025-03-31")
+    assert by_id["trtllm"].totals.total == 0 and len(by_id["trtllm"].weeks) == len(rep.weeks)
+    together = weekly_report(con, engines=["vllm,sglang"], since="2025-01-01", until="2025-03-31",
+                             model_version=MODEL)
+    assert report_counts(together.sections[0]) == sql_counts(con, repos=[vllm.repo, sglang.repo],
+                                                             since="2025-01-01", until="2025-03-31")
+
+
+def test_by_component(con):
+    rep = weekly_report(con, by="component", model_version=MODEL, per_engine=True)
+    assert rep.categories == [*taxonomy.component_ids(), "unlabeled"]  # abstaining is about the class
+    for s in rep.sections:
+        engine = taxonomy.engine_by_alias(s.engine)
+        assert report_counts(s) == sql_counts(con, by="component", repos=[engine.repo])
+
+
+def test_other_model_version_and_no_model(con):
+    other = weekly_report(con, model_version=OTHER_MODEL)
+    assert "unsure" not in other.categories  # shown only when the classifier abstained
+    assert other.labeled == other.issues
+    none = weekly_report(con, model_version=None)
+    assert none.labeled == 0 and none.sections[0].totals.counts["unlabeled"] == none.issues
+    assert "retriage label" in render.no_labels_message(none)
+
+
+def test_last_week_change_and_newest_issues(con):
+    rep = weekly_report(con, engines=["vllm"], model_version=MODEL)
+    s = rep.sections[0]
+    ch = s.change
+    weeks = s.weeks
+    assert ch.week == weeks[-1].week and ch.baseline_weeks == 4
+    for c in rep.categories:
+        mean = sum(w.counts[c] for w in weeks[-5:-1]) / 4
+        assert ch.baseline[c] == pytest.approx(mean)
+        assert ch.delta(c) == pytest.approx(weeks[-1].counts[c] - mean)
+    start = datetime.combine(ch.week, datetime.min.time())
+    resource = taxonomy.resource_class_ids()
+    expected = con.execute("""
+        SELECT p.re_class, i.number FROM issues i JOIN predictions p USING (repo, number)
+        WHERE i.repo = ? AND p.model_version = ? AND NOT p.abstained AND list_contains(?, p.re_class)
+          AND i.created_at >= ? AND i.created_at < ? + INTERVAL 7 DAY AND NOT i.is_pull_request
+        QUALIFY row_number() OVER (PARTITION BY p.re_class ORDER BY i.created_at DESC) <= 3
+        ORDER BY list_position(?, p.re_class), i.created_at DESC""",
+        [taxonomy.engine_by_alias("vllm").repo, MODEL, resource, start, start, resource]).fetchall()
+    assert expected, "the last vLLM week of the snapshot has resource-class issues"
+    assert [(n.category, n.number) for n in s.newest] == expected
+    assert all(n.html_url.endswith(f"/issues/{n.number}") for n in s.newest)
+
+
+def test_last_weeks_keeps_the_end_of_the_range(con):
+    full = weekly_report(con, model_version=MODEL)
+    tail = weekly_report(con, model_version=MODEL, last_weeks=6)
+    assert tail.weeks == full.weeks[-6:]
+    assert [w.counts for w in tail.sections[0].weeks] == [w.counts for w in full.sections[0].weeks[-6:]]
+
+
+def test_json_schema_is_stable(con):
+    rep = weekly_report(con, model_version=MODEL, per_engine=True, last_weeks=8)
+    doc = render.to_dict(rep)
+    assert list(doc) == ["schema_version", "report", "by", "model_version", "engines", "per_engine",
+                         "include_prs", "since", "until", "first_week", "last_week", "categories", "issues",
+                         "labeled", "sections"]
+    assert doc["schema_version"] == render.SCHEMA_VERSION == 1
+    section = doc["sections"][0]
+    assert list(section) == ["engine", "name", "weeks", "totals", "last_week", "newest"]
+    assert list(section["weeks"][0]) == ["week", "iso_week", "total", "counts", "shares"]
+    assert list(section["weeks"][0]["counts"]) == [c["id"] for c in doc["categories"]]
+    assert list(section["last_week"]) == ["week", "total", "counts", "baseline_weeks", "baseline_mean", "change",
+                                          "change_ratio"]
+    assert list(section["newest"][0]) == ["category", "ref", "repo", "number", "title", "created_at",
+                                          "html_url", "confidence"]
+    assert render.to_json(rep) == render.to_json(weekly_report(con, model_version=MODEL, per_engine=True,
+                                                               last_weeks=8))
+
+
+def _cli(db, *args, **kw):
+    return run_cli("report", "--weekly", "--model-version", MODEL, *args, db=db, **kw)
+
+
+def test_cli_json_and_csv_match_sql(db, con):
+    r = _cli(db, "--engine", "sglang", "--since", "2025-01-01", "--until", "2025-03-31", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["engines"] == ["sglang"] and doc["since"] == "2025-01-01" and doc["until"] == "2025-03-31"
+    expected = sql_counts(con, repos=[taxonomy.engine_by_alias("sglang").repo], since="2025-01-01",
+                          until="2025-03-31")
+    got = {(w["iso_week"], c): n for w in doc["sections"][0]["weeks"] for c, n in w["counts"].items() if n}
+    assert got == expected
+
+    r = _cli(db, "--by", "component", "--per-engine", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    comps = taxonomy.component_ids()
+    assert list(rows[0]) == ["engine", "week", "iso_week", "total", *comps, "unlabeled",
+                             *(f"{c}_share" for c in [*comps, "unlabeled"])]
+    for e in ("vllm", "sglang", "llama.cpp", "trtllm"):
+        repo = taxonomy.engine_by_alias(e).repo
+        got = {(row["iso_week"], c): int(row[c]) for row in rows if row["engine"] == e
+               for c in [*comps, "unlabeled"] if int(row[c])}
+        assert got == sql_counts(con, by="component", repos=[repo])
+    assert all(int(row["total"]) == sum(int(row[c]) for c in [*comps, "unlabeled"]) for row in rows)
+
+
+def test_cli_table_ends_with_totals_change_and_newest_links(db, con):
+    r = _cli(db, "--engine", "vllm", "--weeks", "6", env={"COLUMNS": "140"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for text in ("Issues per week by RE classes", "total", "4-wk mean", "Δ last week", "Newest issues",
+                 "https://github.com/vllm-project/vllm/issues/", *taxonomy.resource_class_ids()):
+        assert text in out, text
+    rep = weekly_report(con, engines=["vllm"], model_version=MODEL, last_weeks=6)
+    lines = [line.split() for line in out.splitlines()]
+    for w in rep.sections[0].weeks:  # one row per week: the Monday, then the issue count
+        assert [w.week.isoformat(), str(w.total)] in [cells[:2] for cells in lines], w.week
+
+
+def test_cli_charts(db, tmp_path):
+    png = tmp_path / "weekly.png"
+    r = _cli(db, "--weeks", "10", "--format", "png", "--output", str(png))
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    # Without --output: a default file name in the working folder, and its absolute path printed.
+    r = _cli(db, "--by", "component", "--per-engine", "--format", "html")
+    html = Path(r.stdout.strip().split()[-1]) if r.stdout.strip() else None
+    try:
+        assert r.returncode == 0, r.stderr
+        assert html.is_absolute() and html.name == "retriage-weekly-component.html"
+        page = html.read_text()
+    finally:
+        if html and html.name == "retriage-weekly-component.html":
+            html.unlink(missing_ok=True)
+    assert "vega-lite" in page and "vegaEmbed" in page  # self-contained: the Vega bundle is inlined
+    assert all(f'"{c}"' in page for c in taxonomy.component_ids())
+    assert all(f'"{e.name}"' in page for e in taxonomy.engines() if e.id != "trtllm")
+    assert '"week_end"' in page and '"2025-07-14"' in page  # the data is in the page
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--since", "2025-02-30"], "--since must be a date as YYYY-MM-DD"),
+    (["--until", "yesterday"], "--until must be a date as YYYY-MM-DD"),
+    (["--since", "2025-03-01", "--until", "2025-02-01"], "is after --until"),
+    (["--engine", "tgi"], "unknown engine 'tgi'"),
+    (["--by", "label"], "--by must be one of re_class, component"),
+    (["--format", "xlsx"], "--format must be one of"),
+    (["--since", "2030-01-01"], "no issues match"),
+])
+def test_cli_bad_values_are_one_line_errors(db, args, message):
+    r = _cli(db, *args)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.startswith("retriage: error: ") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_without_labels_says_how_to_get_them(db):
+    r = run_cli("report", "--weekly", "--model-version", "never-trained", db=db)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "retriage label" in r.stderr and r.stderr.count("\n") == 1
