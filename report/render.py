@@ -180,14 +180,14 @@ def newest_table(report: WeeklyReport, s: Section) -> Table | Text:
     t.add_column(label, no_wrap=True, style="bold", min_width=max(len(n.category) for n in s.newest))
     t.add_column("issue", no_wrap=True, min_width=max(map(len, refs)))
     t.add_column("created", no_wrap=True, style="dim", min_width=10)
-    t.add_column("title and link", ratio=1, no_wrap=True, overflow="ellipsis")
+    t.add_column("title and link", ratio=1)
     previous = None
     for n, ref in zip(s.newest, refs):
-        title = Text(n.title)
-        if n.html_url:
-            title.append("\n" + n.html_url, style=f"blue link {n.html_url}")
+        cell = [Text(n.title, no_wrap=True, overflow="ellipsis")]
+        if n.html_url:  # the link folds rather than being cut, so it stays usable as plain text
+            cell.append(Text(n.html_url, style=f"blue link {n.html_url}", overflow="fold"))
         t.add_row(n.category if n.category != previous else "", ref,
-                  n.created_at.strftime("%Y-%m-%d"), title)
+                  n.created_at.strftime("%Y-%m-%d"), Group(*cell))
         previous = n.category
     return t
 

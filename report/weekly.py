@@ -7,7 +7,7 @@ Counting rules (the report's documented contract):
   issue was created in it.
 - The range is `since`..`until`, both inclusive, whole days (UTC). Without `since` it starts at the week of the
   oldest issue in the selection, without `until` it ends at the week of the newest one. The first and last
-  rows count only the days inside the bounds, so they may cover part of a week. `last_weeks=N` keeps the last
+  rows count only the days inside the bounds, so they may cover part of a week. `last_weeks=N` shows the last
   N weeks of that range.
 - Pull requests are left out unless `include_prs`.
 - Which label counts: the prediction of one model version, by default the shipped model's
@@ -19,8 +19,9 @@ Counting rules (the report's documented contract):
   then `unsure`, then `unlabeled`.
 - Engines come from taxonomy/engines.toml. All issues count together unless `per_engine`, which gives one
   section per engine (issues of repositories the taxonomy does not know form a section named by the repo).
-- Each section ends with totals, the last week against the mean of the up to four weeks before it, and the
-  newest issues of each class (or component) created in the last week.
+- Each section ends with totals (of the weeks shown), the last week against the mean of the four weeks
+  before it (fewer when the range starts later; with `last_weeks` the baseline may reach before the weeks
+  shown, never before `since`), and the newest issues of each class (or component) created in the last week.
 
 The heavy work is three SQL statements: a GROUP BY over the issues joined to their predictions, a
 generate_series week spine crossed with the sections and PIVOTed into columns, and a window query for the
@@ -126,6 +127,7 @@ class Section:
     name: str  # display name
     weeks: list[Week]
     newest: list[NewestIssue] = field(default_factory=list)
+    earlier: list[Week] = field(default_factory=list)  # weeks before a `last_weeks` window, for the baseline only
 
     @property
     def totals(self) -> Counts:
@@ -137,7 +139,7 @@ class Section:
         if not self.weeks:
             return None
         last = self.weeks[-1]
-        before = self.weeks[-1 - BASELINE_WEEKS:-1]
+        before = (self.earlier + self.weeks)[-1 - BASELINE_WEEKS:-1]
         baseline = {c: (sum(w.counts[c] for w in before) / len(before) if before else 0.0) for c in last.counts}
         return Change(last.week, dict(last.counts), len(before), baseline)
 
@@ -310,7 +312,9 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         bounds AS (
             SELECT coalesce($hi, max(week)) AS hi,
                    -- greatest() skips NULL: without $n_weeks the range starts at $lo or the first week
-                   greatest(coalesce($lo, min(week)), coalesce($hi, max(week)) - INTERVAL ($n_weeks - 1) WEEK)::DATE
+                   -- a `last_weeks` window starts BASELINE_WEEKS early: those rows feed the last-week baseline
+                   greatest(coalesce($lo, min(week)),
+                            coalesce($hi, max(week)) - INTERVAL ($n_weeks - 1 + $baseline) WEEK)::DATE
                        AS lo
             FROM counts),
         spine AS (SELECT unnest(generate_series(lo, hi, INTERVAL 7 DAY))::DATE AS week FROM bounds),
@@ -328,6 +332,7 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         "lo": monday(since_day) if since_day else None,
         "hi": monday(until_day) if until_day else None,
         "n_weeks": last_weeks,
+        "baseline": BASELINE_WEEKS,
         "groups": groups,
         "order": [ALL] + [e.id for e in all_engines],
     })).fetchall()
@@ -338,13 +343,17 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         if not sections or sections[-1].engine != grp:
             sections.append(Section(grp, names.get(grp, grp), []))
         sections[-1].weeks.append(Week(dict(zip(categories, (int(v) for v in values))), week=week))
+    if last_weeks is not None:
+        for s in sections:
+            s.earlier, s.weeks = s.weeks[:-last_weeks], s.weeks[-last_weeks:]
 
     hidden = [c for c in categories if c == UNSURE or c not in known and c != UNLABELED]
     empty = {c for c in hidden if not any(w.counts[c] for s in sections for w in s.weeks)}
     if empty:
         categories = [c for c in categories if c not in empty]
         for s in sections:
-            s.weeks = [Week({c: w.counts[c] for c in categories}, week=w.week) for w in s.weeks]
+            s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in rows]
+                                  for rows in (s.weeks, s.earlier))
 
     if sections and newest > 0:
         _attach_newest(con, sections, by, categories, params, newest)

@@ -207,6 +207,10 @@ def test_last_weeks_keeps_the_end_of_the_range(con):
     tail = weekly_report(con, model_version=MODEL, last_weeks=6)
     assert tail.weeks == full.weeks[-6:]
     assert [w.counts for w in tail.sections[0].weeks] == [w.counts for w in full.sections[0].weeks[-6:]]
+    assert tail.issues == sum(w.total for w in full.sections[0].weeks[-6:])
+    short = weekly_report(con, model_version=MODEL, last_weeks=2)  # the baseline still spans 4 weeks
+    assert short.sections[0].change == full.sections[0].change and short.sections[0].change.baseline_weeks == 4
+    assert short.weeks == full.weeks[-2:]
 
 
 def test_json_schema_is_stable(con):
