@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from retriage import taxonomy
 from retriage.errors import UserError
 
 
@@ -37,8 +38,8 @@ def _check_output(output: Path) -> None:
 def report(
     weekly: bool = typer.Option(True, "--weekly", help="Weekly distribution (the only period so far)."),
     engine: Optional[List[str]] = typer.Option(
-        None, "--engine", "-e", help="Only this engine (vllm, sglang, llama.cpp, trtllm); repeatable. "
-        "Default: every issue in the database."),
+        None, "--engine", "-e", help=f"Only this engine ({', '.join(e.id for e in taxonomy.engines())}); "
+        "repeatable. Default: every issue in the database."),
     since: Optional[str] = typer.Option(None, help="First day, YYYY-MM-DD (inclusive, UTC)."),
     until: Optional[str] = typer.Option(None, help="Last day, YYYY-MM-DD (inclusive, UTC)."),
     by: str = typer.Option("re_class", help="Columns: re_class or component."),
