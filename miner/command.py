@@ -32,8 +32,8 @@ class MineView:
         self.progress = Progress(SpinnerColumn(finished_text="✓"), TextColumn("[bold]{task.description:<19}"),
                                  TextColumn("{task.fields[detail]}"), console=self.console)
         self.tasks = {repo: self.progress.add_task(repo, total=1, start=False, detail="waiting") for repo in repos}
-        self.current: str | None = None
-        self.lines: dict[str, str] = {}
+        self.current = None        # the RepoResult being synced
+        self.requests_seen = 0     # client.requests when it last reported
 
     def __enter__(self) -> "MineView":
         self.progress.start()
@@ -46,29 +46,34 @@ class MineView:
         c = self.client
         return f"{c.rate_remaining:,} rate left" if c.rate_remaining is not None else "rate ?"
 
-    def update(self, result) -> None:
-        task = self.tasks[result.repo]
-        if result.status == "running":
-            if self.current != result.repo:
-                self.progress.start_task(task)
-            self.current = result.repo
+    def _line(self, result, extra_requests: int = 0) -> str:
         saved = result.issues.new + result.issues.updated
         comments = result.comments.new + result.comments.updated
-        line = f"{saved:,} issues/PRs, {comments:,} comments, {result.requests:,} req, {self._rate()}"
+        line = (f"{saved:,} issues/PRs, {comments:,} comments, {result.requests + extra_requests:,} req, "
+                f"{self._rate()}")
         if result.status in ("failed", "stopped", "skipped"):
             line += f", [{'red' if result.status == 'failed' else 'yellow'}]{result.status}[/]"
+        return line
+
+    def update(self, result) -> None:
+        task = self.tasks[result.repo]
+        if result.status == "running" and self.current is not result:
+            self.progress.start_task(task)
+            self.current = result
         if result.status not in ("running", "pending"):
             self.progress.update(task, completed=1)
             self.progress.stop_task(task)
-        self.lines[result.repo] = line
-        self.progress.update(task, detail=line)
+        self.requests_seen = self.client.requests
+        self.progress.update(task, detail=self._line(result))
 
     def waiting(self, seconds_left: float, reason: str) -> None:
+        """A countdown on the current repository's line (the client calls this every tick of a wait)."""
         if self.current is None:
             return
-        base = self.lines.get(self.current, "")
-        detail = base if seconds_left <= 0 else f"{base}, [yellow]waiting {seconds_left:.0f} s: {reason}[/]"
-        self.progress.update(self.tasks[self.current], detail=detail)
+        detail = self._line(self.current, self.client.requests - self.requests_seen)
+        if seconds_left > 0:
+            detail += f", [yellow]waiting {seconds_left:.0f} s: {reason}[/]"
+        self.progress.update(self.tasks[self.current.repo], detail=detail)
 
 
 def _summary(results, client, since_ignored: bool) -> dict:

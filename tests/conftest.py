@@ -38,8 +38,9 @@ def run_cli(*args: str, db: Path | None = None, input: str | bytes | None = None
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "test.duckdb"
+
+
 # ---- miner (issue 3): a local GitHub REST server and a check that the store holds exactly what it serves ----
-import os as _miner_os
 from datetime import datetime as _miner_datetime, timezone as _miner_timezone
 
 import pytest as _miner_pytest

@@ -24,16 +24,19 @@ moves a server clock that starts after the newest record), read the request log 
 (`inject`): a primary rate limit (403, remaining 0, reset a moment ahead), a secondary one (403), 429 with
 retry-after, 502, a connection reset, a truncated JSON body and a body shorter than its Content-Length.
 
-Run `python tests/github_server.py --latency 0.003` to serve the whole corpus; it prints the base URL.
+Run `python tests/github_server.py --latency 0.003` to serve the whole corpus; it prints the base URL, then a JSON
+line with the number of issues and comments per repository.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import bisect
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import math
 import signal
@@ -222,31 +225,33 @@ class RepoData:
         }
 
 
-def _listing(items: list[dict], sort_field: str, descending: bool, params: dict, per_page: int,
-             page_cap: int) -> tuple[list[dict] | None, str | None, int]:
-    """Sort, then cut one page out: by opaque cursor (`after`) or by page number. -> (page, next cursor, pages)."""
-    def key(o):
-        return (o[sort_field], o.get("number") or o["id"])
+def _sort_key(sort_field: str):
+    return lambda o: (o[sort_field], o.get("number") or o["id"])
 
-    items = sorted(items, key=key, reverse=descending)
-    pages = max(1, math.ceil(len(items) / per_page))
+
+def _listing(items: list[dict], keys: list[tuple], match, descending: bool, params: dict, per_page: int,
+             page_cap: int) -> tuple[list[dict] | None, tuple | None, int | None]:
+    """One page of `items` (sorted; `keys` are their sort keys) that `match` accepts, after an opaque cursor
+    (`after`) or by page number. -> (the page, or None past page_cap; the key of its last item if more follow;
+    the number of pages, counted for page-number requests only)."""
     after = params.get("after")
+    pages = None
     if after:
-        field, ident = json.loads(base64.urlsafe_b64decode(after.encode()).decode())
-        mark = (field, ident)
-        items = [o for o in items if (key(o) < mark if descending else key(o) > mark)]
-        start = 0
+        mark = tuple(json.loads(base64.urlsafe_b64decode(after.encode()).decode()))
+        start = next((i for i, k in enumerate(keys) if k < mark), len(keys)) if descending \
+            else bisect.bisect_right(keys, mark)
+        skip = 0
     else:
         page = int(params.get("page") or 1)
         if page > page_cap:
-            return None, None, pages
-        start = (page - 1) * per_page
-    chunk = items[start:start + per_page]
-    more = len(items) > start + per_page
-    cursor = None
-    if more and chunk:
-        cursor = base64.urlsafe_b64encode(json.dumps(list(key(chunk[-1]))).encode()).decode()
-    return chunk, cursor, pages
+            return None, None, None
+        start, skip = 0, (page - 1) * per_page
+        pages = max(1, math.ceil(sum(1 for o in items if match(o)) / per_page))
+    found = (i for i in range(start, len(items)) if match(items[i]))
+    positions = list(itertools.islice(found, skip, skip + per_page + 1))
+    more = len(positions) > per_page
+    positions = positions[:per_page]
+    return [items[i] for i in positions], (keys[positions[-1]] if more else None), pages
 
 
 class GitHubServer:
@@ -264,6 +269,8 @@ class GitHubServer:
         self.anonymous_rate_limit = anonymous_rate_limit
         self._lock = threading.RLock()
         self._faults: list[Fault] = []
+        self._version = 0  # moves with every change; the listing-order cache follows it
+        self._sort_cache: dict[tuple, tuple] = {}
         self._used = {True: 0, False: 0}
         self._window_reset = int(time.time()) + 3600
         self.log: list[dict] = []
@@ -323,6 +330,7 @@ class GitHubServer:
     # -- changes between runs ----------------------------------------------------------------------------------
     def tick(self) -> str:
         with self._lock:
+            self._version += 1
             self._clock += timedelta(seconds=61)
             return _iso(self._clock)
 
@@ -431,7 +439,7 @@ class GitHubServer:
             if rest == ["issues"]:
                 return self._list_issues(d, path, params)
             if rest == ["issues", "comments"]:
-                return self._list_comments(list(d.comments.values()), path, params)
+                return self._list_comments(d.comments.values(), path, params)
             if len(rest) == 3 and rest[:2] == ["issues", "comments"] and rest[2].isdigit():
                 c = d.comments.get(int(rest[2]))
                 return (200, c, {}) if c else (404, {"message": "Not Found"}, {})
@@ -453,18 +461,30 @@ class GitHubServer:
         since = params.get("since")
         return _iso(_parse(since)) if since else None
 
-    def _page(self, items, sort_field, params, path, direction) -> tuple[int, object, dict[str, str]]:
+    def _sorted(self, name: str, objects, sort_field: str, descending: bool) -> tuple[list[dict], list[tuple]]:
+        """Objects in listing order with their keys, cached until the next change on the server."""
+        cache_key = (name, sort_field, descending)
+        hit = self._sort_cache.get(cache_key)
+        if hit is None or hit[0] != self._version:
+            key = _sort_key(sort_field)
+            items = sorted(objects, key=key, reverse=descending)
+            hit = self._sort_cache[cache_key] = (self._version, items, [key(o) for o in items])
+        return hit[1], hit[2]
+
+    def _page(self, name, objects, match, sort_field, params, path, direction) -> tuple[int, object, dict]:
         descending = params.get("direction", direction) == "desc"
         per_page = self._per_page(params)
-        chunk, cursor, pages = _listing(items, sort_field, descending, params, per_page, self.page_cap)
+        items, keys = self._sorted(name, objects, sort_field, descending)
+        chunk, last_key, pages = _listing(items, keys, match, descending, params, per_page, self.page_cap)
         if chunk is None:
             return 422, {"message": "Pagination with the page parameter is not supported for large datasets, "
                                     "please use cursor based pagination (after/before)"}, {}
         base = {k: v for k, v in params.items() if k not in ("page", "after")}
         links = []
-        if cursor:
+        if last_key is not None:
+            cursor = base64.urlsafe_b64encode(json.dumps(list(last_key)).encode()).decode()
             links.append(f'<{self.base_url}{path}?{urlencode({**base, "after": cursor})}>; rel="next"')
-            if pages <= self.page_cap:
+            if pages is not None and pages <= self.page_cap:
                 links.append(f'<{self.base_url}{path}?{urlencode({**base, "page": pages})}>; rel="last"')
         return 200, chunk, ({"link": ", ".join(links)} if links else {})
 
@@ -477,17 +497,20 @@ class GitHubServer:
         since = self._since(params)
         if since == EPOCH0:  # GitHub's quirk: the epoch as `since` lists nothing
             return 200, [], {}
-        items = [o for o in d.issues.values() if (state == "all" or o["state"] == state)
-                 and (since is None or o["updated_at"] >= since)]
-        return self._page(items, sort_field, params, path, direction="desc")
 
-    def _list_comments(self, items: list[dict], path: str, params: dict):
+        def match(o):
+            return (state == "all" or o["state"] == state) and (since is None or o["updated_at"] >= since)
+        return self._page(path, d.issues.values(), match, sort_field, params, path, direction="desc")
+
+    def _list_comments(self, objects, path: str, params: dict):
         sort_field = {"created": "created_at", "updated": "updated_at"}.get(params.get("sort", "created"))
         if sort_field is None:
             return 422, {"message": "Validation Failed"}, {}
         since = self._since(params)
-        items = [c for c in items if since is None or c["updated_at"] >= since]
-        return self._page(items, sort_field, params, path, direction="asc")
+
+        def match(c):
+            return since is None or c["updated_at"] >= since
+        return self._page(path, objects, match, sort_field, params, path, direction="asc")
 
 
 class _Server(ThreadingHTTPServer):
@@ -615,7 +638,9 @@ def main(argv: list[str] | None = None) -> None:
     server = GitHubServer(token=args.token, latency=args.latency, rate_limit=args.rate_limit,
                           anonymous_rate_limit=args.anonymous_rate_limit, limit_per_repo=args.limit_per_repo)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print(server.base_url, flush=True)
+    print(server.base_url)
+    print(json.dumps({repo: {"issues": len(d.issues), "comments": len(d.comments)}
+                      for repo, d in server.data.items()}), flush=True)
     try:
         server._httpd.serve_forever(poll_interval=0.05)
     except (KeyboardInterrupt, SystemExit):
