@@ -3,8 +3,8 @@
 Per repository and resource (`issues`, which include pull requests, and `comments`) one listing in ascending
 `updated_at` from the cursor, the highest `updated_at` stored, sent as `since` in UTC. Each page is written in
 one transaction together with the new cursor, so a run killed at any instant loses nothing acknowledged, and the
-next run resumes at the cursor; `since` is inclusive and writes are upserts, so items at the cursor are fetched
-again but never stored twice. Link `next` URLs are followed as given.
+next run resumes at the cursor (sent a second early, see SINCE_OVERLAP); items at the cursor are fetched again
+but, writes being upserts, never stored twice. Link `next` URLs are followed as given.
 
 When a pass over the listing moved the cursor, one more request from the new cursor (normally one short page)
 confirms that nothing changed meanwhile, and its ETag is stored: invariant, a stored etag belongs to the listing
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 import duckdb
@@ -32,6 +32,9 @@ from retriage.taxonomy import canonical_repo, engine_by_alias, engines
 COMPLETE, PARTIAL = "complete", "partial"
 MAX_PASSES = 3  # passes over a listing per run: one, plus one to confirm (and a spare if items kept changing)
 EPOCH = datetime(1970, 1, 2)  # GitHub answers `since` at the epoch with an empty list: never send one
+# A stored cursor is sent a second early: whether GitHub's `since` is inclusive or not, items that share the
+# cursor's second but came after the last stored page are listed again (and re-stored items are upserts).
+SINCE_OVERLAP = timedelta(seconds=1)
 
 
 @dataclass
@@ -159,12 +162,13 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
     state = load_state(con, repo, listing.name)
     cursor = state.cursor if state.cursor is not None else since
     etag = state.etag if state.cursor is not None else None
+    exact = cursor if state.cursor is None else None  # a --since of the user's is sent as given
     try:
         for _ in range(MAX_PASSES):
             pass_since = cursor
             params = {**listing.params, "per_page": client.per_page}
             if pass_since is not None and pass_since >= EPOCH:
-                params["since"] = iso_utc(pass_since)
+                params["since"] = iso_utc(pass_since if pass_since == exact else pass_since - SINCE_OVERLAP)
             url: str | None = listing.path.format(repo=repo)
             first = True
             settled = False

@@ -260,13 +260,14 @@ class GitHubServer:
     def __init__(self, repos: list[str] | None = None, limit_per_repo: int | None = None,
                  token: str | None = None, max_per_page: int = 100, page_cap: int = 100,
                  latency: float = 0.0, rate_limit: int = 5000, anonymous_rate_limit: int = 60,
-                 corpus: Path = CORPUS):
+                 since_inclusive: bool = True, corpus: Path = CORPUS):
         self.token = token
         self.max_per_page = max_per_page
         self.page_cap = page_cap
         self.latency = latency
         self.rate_limit = rate_limit
         self.anonymous_rate_limit = anonymous_rate_limit
+        self.since_inclusive = since_inclusive  # GitHub documents `since` as "updated after": test both readings
         self._lock = threading.RLock()
         self._faults: list[Fault] = []
         self._version = 0  # moves with every change; the listing-order cache follows it
@@ -461,6 +462,11 @@ class GitHubServer:
         since = params.get("since")
         return _iso(_parse(since)) if since else None
 
+    def _after(self, obj: dict, since: str | None) -> bool:
+        if since is None:
+            return True
+        return obj["updated_at"] >= since if self.since_inclusive else obj["updated_at"] > since
+
     def _sorted(self, name: str, objects, sort_field: str, descending: bool) -> tuple[list[dict], list[tuple]]:
         """Objects in listing order with their keys, cached until the next change on the server."""
         cache_key = (name, sort_field, descending)
@@ -499,7 +505,7 @@ class GitHubServer:
             return 200, [], {}
 
         def match(o):
-            return (state == "all" or o["state"] == state) and (since is None or o["updated_at"] >= since)
+            return (state == "all" or o["state"] == state) and self._after(o, since)
         return self._page(path, d.issues.values(), match, sort_field, params, path, direction="desc")
 
     def _list_comments(self, objects, path: str, params: dict):
@@ -509,7 +515,7 @@ class GitHubServer:
         since = self._since(params)
 
         def match(c):
-            return since is None or c["updated_at"] >= since
+            return self._after(c, since)
         return self._page(path, objects, match, sort_field, params, path, direction="asc")
 
 

@@ -84,7 +84,7 @@ def test_persistent_fault_fails_clearly_with_the_cursor_intact(tmp_path, server,
     assert result.status == "complete"
     assert_store_matches(con, server, REPO)
     first_comments = next(e for e in server.log if e["path"].endswith("/issues/comments"))
-    assert first_comments["params"]["since"] == sync.iso_utc(state.cursor)  # resumed where it stopped
+    assert first_comments["params"]["since"] == sync.iso_utc(state.cursor - sync.SINCE_OVERLAP)  # resumed there
 
 
 def test_rate_limit_reset_beyond_the_wait_cap_fails_at_once_and_skips_the_rest(tmp_path, server, miner_client):

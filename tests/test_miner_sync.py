@@ -73,14 +73,20 @@ def test_second_run_fetches_only_the_edits_and_an_unchanged_repo_costs_one_304(
     assert con.execute("SELECT count(*) FROM issue_links WHERE pr_number = ? AND issue_number = ?",
                        [new_pr["number"], plain[3]]).fetchone()[0] == 1
 
-    served = lambda res: [i for e in listing_requests(small, res) for i in e["items"] or []]  # noqa: E731
-    at_cursor = {o["number"] for o in small.issues(VLLM) if o["updated_at"] == sync.iso_utc(before)}
-    assert set(served("issues")) - at_cursor == {plain[3], plain[10], plain[20], new_pr["number"]}
-    comment_at_cursor = {c["id"] for c in small.comments(VLLM) if c["updated_at"] == sync.iso_utc(comments_before)}
-    assert set(served("comments")) - comment_at_cursor == {new_comment["id"], quiet_comment}
+    def served(resource):
+        return {i for e in listing_requests(small, resource) for i in e["items"] or []}
+
+    def at(objects, key, cursor):  # listed again because they sit at the cursor (sent a second early)
+        return {o[key] for o in objects if o["updated_at"] >= sync.iso_utc(cursor - sync.SINCE_OVERLAP)
+                and o["updated_at"] <= sync.iso_utc(cursor)}
+
+    assert served("issues") - at(small.issues(VLLM), "number", before) == {
+        plain[3], plain[10], plain[20], new_pr["number"]}
+    assert served("comments") - at(small.comments(VLLM), "id", comments_before) == {new_comment["id"],
+                                                                                    quiet_comment}
     assert len(small.log) <= 4  # a page and a confirming request per listing
     first = listing_requests(small, "issues")[0]
-    assert first["if_none_match"] and first["params"]["since"] == sync.iso_utc(before)
+    assert first["if_none_match"] and first["params"]["since"] == sync.iso_utc(before - sync.SINCE_OVERLAP)
 
     # nothing changed since: one conditional request, answered 304, and the comments listing is not asked
     small.clear_log()
@@ -113,12 +119,15 @@ def test_cursor_links_are_followed_past_the_page_number_limit(tmp_path, github_s
     assert_store_matches(con, server, SGLANG)
 
 
+@pytest.mark.parametrize("since_inclusive", [True, False])
 def test_ties_on_updated_at_across_pages_are_all_stored(tmp_path, github_server, miner_client,
-                                                        assert_store_matches):
+                                                        assert_store_matches, since_inclusive):
     """The corpus has a bulk relabel: a dozen issues with the same updated_at. Stop after a page that ends inside
-    that tie, so the stored cursor is the tie's time with tied issues still unfetched; the next run gets them."""
+    that tie, so the stored cursor is the tie's time with tied issues still unfetched; the next run gets them,
+    whether the server reads `since` as "at or after" or as "strictly after"."""
     repo, per_page = "ggml-org/llama.cpp", 5
-    server = github_server(repos=[repo], limit_per_repo=150, token=TOKEN, max_per_page=per_page)
+    server = github_server(repos=[repo], limit_per_repo=150, token=TOKEN, max_per_page=per_page,
+                           since_inclusive=since_inclusive)
     order = sorted(server.issues(repo), key=lambda o: (o["updated_at"], o["number"]))
     tied = [i for i, o in enumerate(order) if o["updated_at"] == "2025-03-03T12:00:00Z"]
     assert len(tied) > per_page
