@@ -11,9 +11,11 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from conftest import SNAPSHOT, run_cli
 from retriage import taxonomy
+from retriage.cli import app
 from retriage.db.importer import import_files
 from retriage.db.store import connect
 from retriage.report import render
@@ -273,21 +275,21 @@ def test_cli_table_ends_with_totals_change_and_newest_links(db, con):
         assert [w.week.isoformat(), str(w.total)] in [cells[:2] for cells in lines], w.week
 
 
-def test_cli_charts(db, tmp_path):
+def test_cli_charts(db, tmp_path, monkeypatch):
     png = tmp_path / "weekly.png"
     r = _cli(db, "--weeks", "10", "--format", "png", "--output", str(png))
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    # Without --output: a default file name in the working folder, and its absolute path printed.
-    r = _cli(db, "--by", "component", "--per-engine", "--format", "html")
-    html = Path(r.stdout.strip().split()[-1]) if r.stdout.strip() else None
-    try:
-        assert r.returncode == 0, r.stderr
-        assert html.is_absolute() and html.name == "retriage-weekly-component.html"
-        page = html.read_text()
-    finally:
-        if html and html.name == "retriage-weekly-component.html":
-            html.unlink(missing_ok=True)
+
+    # Without --output: a default file name in the working folder, and its absolute path printed. In-process
+    # (the same Typer app) so that the file lands in this test's folder, not in the checkout.
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["report", "--model-version", MODEL, "--by", "component", "--per-engine",
+                                 "--format", "html", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    html = tmp_path / "retriage-weekly-component.html"
+    assert r.output.strip() == f"wrote chart {html}"
+    page = html.read_text()
     assert "vega-lite" in page and "vegaEmbed" in page  # self-contained: the Vega bundle is inlined
     assert all(f'"{c}"' in page for c in taxonomy.component_ids())
     assert all(f'"{e.name}"' in page for e in taxonomy.engines() if e.id != "trtllm")
