@@ -30,6 +30,7 @@ newest issues of the last week. Python only arranges the aggregated rows.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Iterable, Sequence
@@ -232,7 +233,7 @@ def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) ->
 
 def _used(sql: str, params: dict) -> dict:
     """The parameters a statement names (DuckDB rejects unused named parameters)."""
-    return {k: v for k, v in params.items() if f"${k}" in sql}
+    return {k: v for k, v in params.items() if re.search(rf"\${k}\b", sql)}
 
 
 def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | None,
@@ -352,8 +353,8 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     if empty:
         categories = [c for c in categories if c not in empty]
         for s in sections:
-            s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in rows]
-                                  for rows in (s.weeks, s.earlier))
+            s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in ws]
+                                  for ws in (s.weeks, s.earlier))
 
     if sections and newest > 0:
         _attach_newest(con, sections, by, categories, params, newest)
