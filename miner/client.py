@@ -35,11 +35,24 @@ WaitCallback = Callable[[float, str], None]
 
 
 class GitHubError(Exception):
-    """A request that failed for good; the message is one safe line (no token)."""
+    """A request that failed for good; the message is one safe line (no token). `kind`: "auth" (bad
+    credentials), "rate_limit" (limited for longer than we wait), "unavailable" (server or network kept failing),
+    "refused" (any other answer: not found, forbidden, invalid)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, kind: str = "refused"):
         super().__init__(message)
         self.status = status
+        self.kind = kind
+
+    @property
+    def affects_all(self) -> bool:
+        """Every other repository would fail the same way now."""
+        return self.kind in ("auth", "rate_limit")
+
+    @property
+    def retryable(self) -> bool:
+        """A later run may well succeed."""
+        return self.kind in ("rate_limit", "unavailable")
 
 
 class RequestBudgetExhausted(Exception):
@@ -152,12 +165,13 @@ class GitHubClient:
                 rate_waits += 1
                 if rate_waits > self.policy.rate_limit_waits:
                     raise GitHubError(self.redact(f"{outcome.reason}; still limited after {rate_waits - 1} "
-                                                  f"waits, run again later"), 403)
+                                                  f"waits, run again later"), kind="rate_limit")
                 self._wait(outcome.wait, outcome.reason)
                 continue
             failures += 1
             if failures >= self.policy.attempts:
-                raise GitHubError(self.redact(f"{outcome.reason}; gave up after {failures} attempts"))
+                raise GitHubError(self.redact(f"{outcome.reason}; gave up after {failures} attempts"),
+                                  kind="unavailable")
             delay = min(self.policy.backoff_cap, self.policy.backoff_base * 2 ** (failures - 1))
             self._wait(delay, f"{outcome.reason}; retry {failures} of {self.policy.attempts - 1}")
 
@@ -189,7 +203,7 @@ class GitHubClient:
         if status >= 500:
             return _Retry(f"server error {status} at {self._where(url)}")
         if status == 401:
-            raise GitHubError("401 Bad credentials: GitHub rejected the token in GITHUB_TOKEN/GH_TOKEN", 401)
+            raise GitHubError("401 Bad credentials: GitHub rejected the token in GITHUB_TOKEN/GH_TOKEN", 401, "auth")
         if status == 404:
             raise GitHubError(f"404 not found: {self._where(url)} (no such repository, or no access)", 404)
         raise GitHubError(self.redact(f"{status} from {self._where(url)}: {message}"), status)
@@ -237,7 +251,8 @@ class GitHubClient:
         if seconds > self.policy.max_wait:
             until = datetime.fromtimestamp(time.time() + seconds, timezone.utc).strftime("%H:%M UTC")
             raise GitHubError(self.redact(f"{reason}: GitHub asks to wait {seconds:.0f} s (until {until}), more "
-                                          f"than the {self.policy.max_wait:.0f} s limit; run again then"), 403)
+                                          f"than the {self.policy.max_wait:.0f} s limit; run again then"),
+                              kind="rate_limit")
         end = time.monotonic() + seconds
         while True:
             left = end - time.monotonic()

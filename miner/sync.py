@@ -156,8 +156,24 @@ def _set_status(con: duckdb.DuckDBPyConnection, repo: str, resource: str, status
         writes.save_sync_state(con, repo, resource, state.cursor, state.etag, status[:300])
 
 
+def _store_page(con: duckdb.DuckDBPyConnection, repo: str, listing: Listing, rows: list[dict],
+                cursor: datetime | None, settled: bool, etag: str | None, res: ResourceResult) -> int:
+    """The page's rows, its fix links and the cursor it reaches, in one transaction. Returns new links."""
+    with transaction(con):
+        counts = listing.upsert(con, rows)
+        links = listing.after_page(con, rows) if listing.after_page else 0
+        writes.save_sync_state(con, repo, listing.name, cursor, etag if settled else None,
+                               COMPLETE if settled else PARTIAL)
+    res.fetched += len(rows)
+    res.new += counts["new"]
+    res.updated += counts["updated"]
+    res.pages += 1
+    res.cursor = cursor
+    return links
+
+
 def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, listing: Listing,
-                 since: datetime | None, res: ResourceResult, on_page: Callable[[int], None]) -> None:
+                 since: datetime | None, res: ResourceResult, on_page: Callable[[int, int], None]) -> None:
     """Bring one resource of one repository up to date, page by page; `on_page(pull_requests, links)`."""
     state = load_state(con, repo, listing.name)
     cursor = state.cursor if state.cursor is not None else since
@@ -186,17 +202,11 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
                 rows = listing.rows(page.data, repo)
                 newest = max((r["updated_at"] for r in rows if r["updated_at"] is not None), default=None)
                 new_cursor = max((c for c in (cursor, newest) if c is not None), default=None)
+                # one page, no newer item than the pass started from: all is fetched, and the ETag is the one
+                # a request from this cursor will be compared against next run
                 settled = first and page.next_url is None and new_cursor == pass_since
-                with transaction(con):  # the page and the cursor it reaches: all or nothing
-                    counts = listing.upsert(con, rows)
-                    links = listing.after_page(con, rows) if listing.after_page else 0
-                    writes.save_sync_state(con, repo, listing.name, new_cursor, page.etag if settled else None,
-                                           COMPLETE if settled else PARTIAL)
-                res.fetched += len(rows)
-                res.new += counts["new"]
-                res.updated += counts["updated"]
-                res.pages += 1
-                cursor = res.cursor = new_cursor
+                links = _store_page(con, repo, listing, rows, new_cursor, settled, page.etag, res)
+                cursor = new_cursor
                 url, first, etag = page.next_url, False, None
                 beyond = [r for r in rows if pass_since is None or (r["updated_at"] or pass_since) > pass_since]
                 on_page(sum(1 for r in beyond if r.get("is_pull_request")), links)
@@ -241,8 +251,7 @@ def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, s
         result.status = "stopped"
     except GitHubError as e:
         result.status, result.error = "failed", str(e)
-        result.fatal = e.status in (401, 403)
-        result.retryable = e.status is None or e.status in (403, 429)
+        result.fatal, result.retryable = e.affects_all, e.retryable
     finally:
         progress()
     return result
