@@ -15,8 +15,6 @@ from pathlib import Path
 
 from retriage.taxonomy import LABELS_DIR, canonical_repo
 
-# Second readers label a sample again for the agreement study; their files never train or evaluate the model.
-AGREEMENT_FILES = ("second_reader.jsonl",)
 DEV_SHARE = 0.25
 
 
@@ -53,7 +51,8 @@ def snapshot_index() -> dict[tuple[str, int], dict]:
 
 
 def label_files(folder: Path = LABELS_DIR) -> list[Path]:
-    return sorted(p for p in Path(folder).glob("*.jsonl") if p.name not in AGREEMENT_FILES)
+    """The label files. (The second reader's sample for the agreement study lives in taxonomy/agreement/.)"""
+    return sorted(Path(folder).glob("*.jsonl"))
 
 
 def read_labels(path: Path) -> list[dict]:

@@ -90,7 +90,7 @@ def stats(db: Optional[str] = DbOption, as_json: bool = typer.Option(False, "--j
 @app.command()
 def demo(
     db: Optional[str] = DbOption,
-    example: str = typer.Option("vllm#7472", help="Issue to show as a lookup example."),
+    example: str = typer.Option("llama.cpp#3825", help="Issue to show as a lookup example."),
 ):
     """Build the database from the bundled snapshot (no network, no token) and show what retriage knows."""
     from retriage.demo import run_demo
@@ -105,6 +105,17 @@ app.command("mine")(_mine)
 from retriage.report.command import report as _report  # noqa: E402
 
 app.command("report")(_report)
+
+from retriage.classifier import commands as _clf  # noqa: E402
+
+app.command("train")(_clf.train)
+app.command("label")(_clf.label)
+app.command("predict")(_clf.predict)
+app.command("eval")(_clf.eval_cmd)
+
+from retriage.triage.command import classify as _classify  # noqa: E402
+
+app.command("classify")(_classify)
 
 
 def main() -> None:

@@ -1,13 +1,14 @@
-"""The main job on the embedded default: a local DuckDB file built from the bundled snapshot."""
+"""The main job on the embedded default: a local DuckDB file built from the bundled snapshot, labeled by the
+shipped model, then a lookup and the weekly report. No network, no token."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
-from retriage.db import queries
+from retriage.db import queries, writes
 from retriage.db.importer import import_files
-from retriage.db.store import connect
+from retriage.db.store import connect, transaction
 from retriage.render import console, issue_panel, stats_table
 
 
@@ -16,14 +17,42 @@ def snapshot_files() -> list[Path]:
     return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".jsonl.gz"))
 
 
+def load_team_labels(con) -> int:
+    """The team's labels (taxonomy/labels) into gold_labels, for lookups and comparisons in SQL."""
+    from retriage.classifier.dataset import load_gold
+
+    labels = [{"repo": e.repo, "number": e.number, "re_class": e.re_class, "component": e.component,
+               "known_fix": e.known_fix, "reason": e.reason, "labeler": e.labeler} for e in load_gold()]
+    with transaction(con):
+        return writes.save_gold_labels(con, labels)
+
+
 def run_demo(db: str | None, example: str) -> None:
+    from retriage.classifier import current_model_version
+    from retriage.classifier.label import label_database
     from retriage.lookup import lookup
+    from retriage.report import print_weekly
 
     out = console()
     con = connect(db)
     result = import_files(con, snapshot_files())
     c = result.counts
-    out.print(f"[bold]snapshot[/]: {result.records} issues from {result.files} files "
+    out.print(f"[bold]1. snapshot[/]: {result.records} issues from {result.files} files "
               f"({c['new']} new, {c['updated']} updated, {c['unchanged']} unchanged)")
-    out.print(stats_table(queries.stats(con)))
+    n = load_team_labels(con)
+    out.print(f"[bold]2. team labels[/]: {n} hand-labeled issues loaded into gold_labels")
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=out, transient=True) as prog:
+        task = prog.add_task("3. labeling issues", total=None)
+        res = label_database(con, progress=lambda k: prog.advance(task, k),
+                             on_total=lambda t: prog.update(task, total=t))
+    out.print(f"[bold]3. labeled[/] {res.labeled} issues with model {res.model_version} "
+              f"({res.already} were already labeled by it)")
+    out.print(stats_table(queries.stats(con, current_model_version())))
+    out.print(f"[bold]4. lookup[/]: retriage show {example}")
     out.print(issue_panel(lookup(con, example)))
+    out.print("[bold]5. weekly RE-category report[/] (last 12 weeks of the snapshot)")
+    print_weekly(con, out, weeks=12)

@@ -28,6 +28,7 @@ class Engine:
     repo: str
     aliases: tuple[str, ...]
     former_repos: tuple[str, ...]
+    signals: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=None)
@@ -71,7 +72,8 @@ def fix_tag_ids() -> list[str]:
 
 def engines() -> list[Engine]:
     return [
-        Engine(d["id"], d["name"], d["repo"], tuple(d["aliases"]), tuple(d.get("former_repos", [])))
+        Engine(d["id"], d["name"], d["repo"], tuple(d["aliases"]), tuple(d.get("former_repos", [])),
+               tuple(d.get("signals", [])))
         for d in _load("engines.toml")["engine"]
     ]
 

@@ -1,0 +1,43 @@
+"""Inter-annotator agreement: Cohen's kappa per field between the first labels and an independent second
+reader (taxonomy/agreement/second_reader.jsonl), before disagreements were settled
+(taxonomy/agreement/adjudication.jsonl records each settled value and the first reader's original one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from retriage.classifier.dataset import label_files, read_labels
+from retriage.taxonomy import HERE
+
+AGREEMENT_DIR = HERE / "agreement"
+FIELDS = ("re_class", "component", "known_fix")
+
+
+def kappa(a: list[str], b: list[str]) -> float:
+    labels = sorted(set(a) | set(b))
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b)) / n
+    pe = sum((a.count(c) / n) * (b.count(c) / n) for c in labels)
+    return 1.0 if pe == 1 else (po - pe) / (1 - pe)
+
+
+def agreement(folder: Path = AGREEMENT_DIR) -> dict:
+    first = {}
+    for path in label_files():
+        for r in read_labels(path):
+            first.setdefault((r["repo"], r["number"]), dict(r))
+    for a in read_labels(folder / "adjudication.jsonl"):  # undo the settling: kappa is of the original labels
+        first[(a["repo"], a["number"])][a["field"]] = a["first"]
+    second = read_labels(folder / "second_reader.jsonl")
+    pairs = [(first[(r["repo"], r["number"])], r) for r in second if (r["repo"], r["number"]) in first]
+    out = {"n": len(pairs)}
+    for f in FIELDS:
+        a, b = [p[0][f] for p in pairs], [p[1][f] for p in pairs]
+        out[f] = {"kappa": round(kappa(a, b), 3), "agreement": round(sum(x == y for x, y in zip(a, b)) / len(a), 3),
+                  "disagreements": sum(x != y for x, y in zip(a, b))}
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(agreement(), indent=2))

@@ -1,0 +1,118 @@
+"""Typer commands of the classifier: train, label, predict, eval. Each parses options, calls the library
+and renders the result; heavy imports happen inside the functions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from retriage.errors import UserError
+
+DbOption = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
+
+
+def _progress(total: int, description: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    prog = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), transient=True, console=_console(stderr=True))
+    task = prog.add_task(description, total=total)
+    return prog, (lambda n: prog.advance(task, n))
+
+
+def _console(stderr: bool = False):
+    from retriage.render import console
+
+    return console(stderr=stderr)
+
+
+def train(
+    db: Optional[str] = DbOption,
+    labels: Path = typer.Option(None, help="Folder of labeled *.jsonl files (default: the package's taxonomy/labels)."),
+    output: Path = typer.Option(None, help="Where to write the model (default: the package's classifier/model)."),
+    as_json: bool = typer.Option(False, "--json", help="Print dev metrics as JSON."),
+):
+    """Fit the classifier from the labeled set and print its dev-split metrics."""
+    from retriage.classifier.train import train as run_train
+    from retriage.db.store import connect
+    from retriage.taxonomy import LABELS_DIR
+
+    con = connect(db)
+    prog, advance = _progress(None, "embedding labeled issues")
+    with prog:
+        result = run_train(con, labels or LABELS_DIR, output, progress=advance)
+    out = {"model_version": result.version, "n_train": result.n_train, "n_dev": result.n_dev,
+           "coverage": round(result.coverage, 4), "dev": {k: v.to_dict() for k, v in result.dev.items()}}
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    from retriage.classifier.render import scores_table
+
+    c = _console()
+    c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues, evaluated on {result.n_dev} dev issues "
+            f"(abstains below confidence {result.model.threshold:.2f}; coverage {result.coverage:.0%})")
+    for target, s in result.dev.items():
+        c.print(scores_table(target, {"model": s}))
+
+
+def label(
+    db: Optional[str] = DbOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+):
+    """Label every issue in the database that has no prediction from the current model."""
+    from retriage.classifier.label import label_database
+    from retriage.db.store import connect
+
+    con = connect(db)
+    holder: dict = {}
+
+    def on_total(n):
+        holder["prog"], holder["advance"] = _progress(n, "labeling issues")
+        holder["prog"].start()
+
+    try:
+        result = label_database(con, progress=lambda n: holder["advance"](n), on_total=on_total)
+    finally:
+        if "prog" in holder:
+            holder["prog"].stop()
+    out = {"labeled": result.labeled, "already_labeled": result.already, "model_version": result.model_version}
+    if as_json:
+        sys.stdout.write(json.dumps(out) + "\n")
+    else:
+        typer.echo(f"labeled {result.labeled} issues with model {result.model_version} "
+                   f"({result.already} already had a prediction from it)")
+
+
+def predict(
+    input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus or GitHub API shape)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line."),
+):
+    """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
+    from retriage.classifier.batch import predict_file
+
+    n = predict_file(input, output)
+    typer.echo(f"wrote {n} predictions to {output}", err=True)
+
+
+def eval_cmd(
+    gold: Optional[Path] = typer.Option(None, "--gold", help="Labeled JSON lines (repo, number, re_class, component; "
+                                        "title/body or text, else taken from the database or snapshot). "
+                                        "Default: the dev split of the team's labeled set."),
+    db: Optional[str] = DbOption,
+    as_json: bool = typer.Option(False, "--json", help="Print all scores as JSON."),
+):
+    """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines."""
+    from retriage.classifier.evaluation_run import run_eval
+
+    report = run_eval(gold, db)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        return
+    from retriage.classifier.render import eval_report
+
+    eval_report(_console(), report)

@@ -1,0 +1,65 @@
+"""Embeddings keyed by (hash of the text, model name), kept in the database's `embeddings` table, so that a
+retrain or a relabel never embeds the same text twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+import duckdb
+import numpy as np
+
+from retriage.classifier.embed import DIM, text_hash
+
+
+def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> dict[str, np.ndarray]:
+    if not hashes:
+        return {}
+    rows = con.execute(
+        "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN (SELECT unnest(?::TEXT[]))",
+        [model, list(set(hashes))],
+    ).fetchall()
+    return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
+
+
+def store(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
+    if not vectors:
+        return
+    hashes = list(vectors)
+    mat = [vectors[h].astype(np.float32).tolist() for h in hashes]
+    con.execute(
+        f"""INSERT OR IGNORE INTO embeddings (text_hash, model, vector)
+            SELECT unnest($1::TEXT[]), $2, unnest($3::FLOAT[{DIM}][])""",
+        [hashes, model, mat],
+    )
+
+
+def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model: str,
+                 get_embedder: Callable[[], object], progress: Callable[[int], None] | None = None,
+                 chunk: int = 256) -> np.ndarray:
+    """Vectors for `texts`, embedding only those not cached (in chunks, each stored as it is done)."""
+    hashes = [text_hash(t) for t in texts]
+    occurrences = Counter(hashes)
+    have = lookup(con, hashes, model) if con is not None else {}
+    if progress:
+        progress(sum(1 for h in hashes if h in have))
+    missing: dict[str, str] = {}
+    for h, t in zip(hashes, texts):
+        if h not in have and h not in missing:
+            missing[h] = t
+    if missing:
+        embedder = get_embedder()
+        items = list(missing.items())
+        for i in range(0, len(items), chunk):
+            part = items[i : i + chunk]
+            vecs = embedder.encode([t for _, t in part])
+            new = {h: v for (h, _), v in zip(part, vecs)}
+            if con is not None:
+                store(con, new, model)
+            have.update(new)
+            if progress:
+                progress(sum(occurrences[h] for h, _ in part))
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    for i, h in enumerate(hashes):
+        out[i] = have[h]
+    return out

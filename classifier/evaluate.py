@@ -1,0 +1,77 @@
+"""Evaluation: macro-F1, per-class precision/recall, confusion matrices, and the baselines the model must
+beat (majority class, keyword rules, TF-IDF + logistic regression). No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from retriage.classifier.features import keyword_patterns
+from retriage.taxonomy import component_ids, re_class_ids
+
+
+@dataclass
+class Scores:
+    labels: list[str]
+    macro_f1: float
+    accuracy: float
+    per_class: dict  # label -> {precision, recall, f1, support}
+    confusion: list[list[int]]  # rows: true label, columns: predicted label (order of `labels`)
+
+    def to_dict(self) -> dict:
+        return {"macro_f1": self.macro_f1, "accuracy": self.accuracy, "labels": self.labels,
+                "per_class": self.per_class, "confusion": self.confusion}
+
+
+def score(y_true: list[str], y_pred: list[str], labels: list[str]) -> Scores:
+    """Macro-F1 over the labels that occur in y_true or y_pred (scikit-learn's convention)."""
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    present = [c for c in labels if c in set(y_true) | set(y_pred)]
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=present, zero_division=0)
+    per = {c: {"precision": round(float(p[i]), 3), "recall": round(float(r[i]), 3), "f1": round(float(f[i]), 3),
+               "support": int(s[i])} for i, c in enumerate(present)}
+    return Scores(present, round(float(f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0)), 4),
+                  round(float(accuracy_score(y_true, y_pred)), 4), per,
+                  confusion_matrix(y_true, y_pred, labels=present).tolist())
+
+
+# ---- baselines ------------------------------------------------------------------------------------------
+def majority(train_y: list[str], n: int) -> list[str]:
+    values, counts = np.unique(np.array(train_y), return_counts=True)
+    return [str(values[counts.argmax()])] * n
+
+
+def keyword_rules(texts: list[str], target: str) -> list[str]:
+    """RE class: the first class (in the guide's tie-break order) with a keyword hit, else none.
+    Component: the component with most keyword hits, else other."""
+    pats = keyword_patterns()
+    out = []
+    if target == "re_class":
+        order = ["RE.2", "RE.3", "RE.4", "RE.1"]
+        for t in texts:
+            hit = next((c for c in order if any(p.search(t) for s, n, p in pats if s == "re_class" and n == c)), "none")
+            out.append(hit)
+    else:
+        comps = component_ids()
+        for t in texts:
+            counts = {c: sum(1 for s, n, p in pats if s == "component" and n == c and p.search(t)) for c in comps}
+            best = max(counts, key=counts.get)
+            out.append(best if counts[best] else "other")
+    return out
+
+
+def tfidf_logreg(train_texts: list[str], train_y: list[str], test_texts: list[str]) -> list[str]:
+    """The published baseline's recipe: word 1-2 gram TF-IDF, class-weighted logistic regression."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000)
+    X = vec.fit_transform(train_texts)
+    m = LogisticRegression(C=10.0, class_weight="balanced", max_iter=2000).fit(X, train_y)
+    return list(m.predict(vec.transform(test_texts)))
+
+
+def labels_for(target: str) -> list[str]:
+    return re_class_ids() if target == "re_class" else component_ids()

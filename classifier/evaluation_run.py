@@ -1,0 +1,109 @@
+"""`retriage eval`: the model and the baselines scored on the same gold issues."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retriage.classifier import evaluate
+from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
+from retriage.classifier.features import views
+from retriage.classifier.predict import predict_texts
+from retriage.errors import UserError
+from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
+
+TARGETS = ("re_class", "component")
+
+
+@dataclass
+class EvalReport:
+    source: str
+    n: int
+    n_train: int
+    model_version: str | None
+    coverage: float
+    scores: dict = field(default_factory=dict)  # target -> {system -> Scores}
+    confident: dict = field(default_factory=dict)  # target -> Scores on the issues the model did not abstain on
+
+    def to_dict(self) -> dict:
+        return {"gold": self.source, "n": self.n, "n_train": self.n_train, "model_version": self.model_version,
+                "coverage": self.coverage,
+                "scores": {t: {k: v.to_dict() for k, v in d.items()} for t, d in self.scores.items()},
+                "model_when_confident": {t: v.to_dict() for t, v in self.confident.items()}}
+
+
+def read_gold(path: Path, con=None) -> list[Example]:
+    snap = snapshot_index()
+    out = []
+    classes, comps = set(re_class_ids()), set(component_ids())
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            repo, number = canonical_repo(r["repo"]), int(r["number"])
+            re_class, component = r["re_class"], r["component"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise UserError(f"{path}:{n}: not a gold label line ({type(e).__name__}: {e})") from None
+        if re_class not in classes or component not in comps:
+            raise UserError(f"{path}:{n}: unknown re_class or component")
+        title, body = r.get("title"), r.get("body") if "body" in r else r.get("text")
+        if title is None and body is None:
+            row = None
+            if con is not None:
+                row = con.execute("SELECT title, body FROM issues WHERE repo = ? AND number = ?", [repo, number]).fetchone()
+            if row is None and (repo, number) in snap:
+                row = (snap[(repo, number)]["title"], snap[(repo, number)]["body"])
+            if row is None:
+                raise UserError(f"{path}:{n}: no text for {repo}#{number} (give title/body, or import the issue)")
+            title, body = row
+        out.append(Example(repo, number, r.get("html_url", ""), title or "", body or "", re_class, component,
+                           r.get("known_fix", "none")))
+    if not out:
+        raise UserError(f"{path}: no gold labels")
+    return out
+
+
+def run_eval(gold_path: Path | None, db: str | None = None) -> EvalReport:
+    con = None
+    if db or Path("retriage.duckdb").exists():
+        from retriage.db.store import connect
+
+        con = connect(db)
+    team = load_gold()
+    if gold_path is None:
+        train, gold = split(team)
+        source = "dev split of the team's labeled set"
+    else:
+        gold = read_gold(gold_path, con)
+        keys = {e.key for e in gold}
+        train = [e for e in team if e.key not in keys]
+        source = str(gold_path)
+    preds = predict_texts([(e.title, e.body) for e in gold], con=con)
+    from retriage.classifier.model import IssueClassifier
+
+    version = IssueClassifier.load().version
+    train_texts = [views(e.title, e.body).lexical for e in train]
+    gold_texts = [views(e.title, e.body).lexical for e in gold]
+    report = EvalReport(source, len(gold), len(train), version,
+                        round(sum(not p.abstained for p in preds) / len(preds), 4))
+    for target in TARGETS:
+        labels = evaluate.labels_for(target)
+        y = [getattr(e, target) for e in gold]
+        ytr = [getattr(e, target) for e in train]
+        model_pred = [getattr(p, target) for p in preds]
+        report.scores[target] = {
+            "model": evaluate.score(y, model_pred, labels),
+            "majority": evaluate.score(y, evaluate.majority(ytr, len(y)), labels),
+            "keyword_rules": evaluate.score(y, evaluate.keyword_rules(gold_texts, target), labels),
+            "tfidf_logreg": evaluate.score(y, evaluate.tfidf_logreg(train_texts, ytr, gold_texts), labels),
+        }
+        kept = [i for i, p in enumerate(preds) if not p.abstained]
+        if kept:
+            report.confident[target] = evaluate.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
+    return report

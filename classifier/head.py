@@ -1,0 +1,86 @@
+"""A calibrated linear softmax head: fitted with scikit-learn, applied with numpy, stored as plain arrays.
+
+`fit` trains a class-weighted multinomial logistic regression on [dense | sparse TF-IDF] features and then a
+temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. The weights
+are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them through an .npz file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
+    """The T > 0 minimising the negative log-likelihood of softmax(logits / T) (grid + refinement)."""
+    def nll(t: float) -> float:
+        p = _softmax(logits / t)
+        return float(-np.log(np.clip(p[np.arange(len(y)), y], 1e-12, 1)).mean())
+
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20), 80))
+    best = min(grid, key=nll)
+    for step in (1.1, 1.02):
+        cands = best * step ** np.arange(-10, 11)
+        best = min(cands, key=nll)
+    return float(best)
+
+
+@dataclass
+class LinearHead:
+    classes: list[str]
+    w_dense: np.ndarray  # (n_dense, k)
+    w_sparse: np.ndarray  # (n_vocab, k)
+    bias: np.ndarray  # (k,)
+    temperature: float = 1.0
+
+    @classmethod
+    def fit(cls, dense: np.ndarray, sparse, y: list[str], classes: list[str], C: float = 8.0,
+            seed: int = 0) -> "LinearHead":
+        from scipy.sparse import csr_matrix, hstack
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import StratifiedKFold
+
+        present = [c for c in classes if c in set(y)]
+        yi = np.array([present.index(v) for v in y])
+        X = hstack([csr_matrix(dense), sparse]).tocsr()
+
+        def model():
+            return LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
+
+        # out-of-fold logits for the temperature
+        oof = np.zeros((len(y), len(present)))
+        n_splits = max(2, min(5, int(np.bincount(yi).min())))
+        for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(X, yi):
+            m = model().fit(X[tr], yi[tr])
+            oof[np.ix_(te, m.classes_)] = m.decision_function(X[te])
+        temperature = _fit_temperature(oof, yi)
+        m = model().fit(X, yi)
+        coef = m.coef_.T.astype(np.float32)  # (n_features, k)
+        nd = dense.shape[1]
+        return cls(present, coef[:nd], coef[nd:], m.intercept_.astype(np.float32), temperature)
+
+    def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        z = dense @ self.w_dense + self.bias
+        for i, (idx, vals) in enumerate(sparse_rows):
+            if len(idx):
+                z[i] += vals @ self.w_sparse[idx]
+        return z
+
+    def predict_proba(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        return _softmax(self.logits(dense, sparse_rows) / self.temperature)
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}_w_dense": self.w_dense, f"{prefix}_w_sparse": self.w_sparse,
+                f"{prefix}_bias": self.bias, f"{prefix}_temperature": np.array([self.temperature])}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str, classes: list[str]) -> "LinearHead":
+        return cls(list(classes), arrays[f"{prefix}_w_dense"], arrays[f"{prefix}_w_sparse"],
+                   arrays[f"{prefix}_bias"], float(arrays[f"{prefix}_temperature"][0]))

@@ -1,0 +1,80 @@
+"""`retriage label`: predict every issue in the database that has no prediction from the current model.
+
+Works in chunks; each chunk's predictions and embeddings commit in one transaction, so an interrupted run
+keeps what it finished and the next run continues with the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+import duckdb
+
+from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier.embed import text_hash
+from retriage.classifier.features import views
+from retriage.classifier.model import IssueClassifier
+from retriage.classifier.predict import known_fixes
+from retriage.classifier.train import embed_views
+from retriage.db.store import transaction
+from retriage.taxonomy import engine_for_repo
+
+CHUNK = 256
+
+
+@dataclass
+class LabelResult:
+    labeled: int
+    already: int
+    model_version: str
+
+
+def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
+    return con.execute(
+        """SELECT i.repo, i.number, i.title, i.body FROM issues i
+           WHERE NOT i.is_pull_request AND NOT EXISTS (
+               SELECT 1 FROM predictions p WHERE p.repo = i.repo AND p.number = i.number AND p.model_version = ?)
+           ORDER BY i.repo, i.number""", [model_version]).fetchall()
+
+
+def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None = None,
+                   progress: Callable[[int], None] | None = None, get_embedder=None,
+                   on_total: Callable[[int], None] | None = None) -> LabelResult:
+    model = model or IssueClassifier.load()
+    version = model.version
+    todo = pending(con, version)
+    total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
+    if on_total:
+        on_total(len(todo))
+    cache: dict = {}
+
+    def embedder():
+        if "e" not in cache:
+            from retriage.classifier.embed import SentenceTransformerEmbedder
+
+            cache["e"] = (get_embedder or SentenceTransformerEmbedder)()
+        return cache["e"]
+
+    for start in range(0, len(todo), CHUNK):
+        part = todo[start:start + CHUNK]
+        v = [views(title, body) for _, _, title, body in part]
+        with transaction(con):
+            emb = embed_views(con, v, None, embedder)
+            preds = model.predict(v, emb)
+            now = datetime.now(timezone.utc).replace(tzinfo=None)
+            rows = []
+            for (repo, number, _, _), x, p in zip(part, v, preds):
+                engine = engine_for_repo(repo)
+                fixes = known_fixes(x.lexical, engine.id if engine else None)
+                rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
+                             p.abstained, fixes, version, now))
+            con.executemany("INSERT OR REPLACE INTO predictions (repo, number, re_class, component, confidence, "
+                            "component_confidence, abstained, known_fixes, model_version, labeled_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany("INSERT OR REPLACE INTO issue_embeddings (repo, number, model, text_hash) VALUES (?, ?, ?, ?)",
+                            [(repo, number, EMBEDDING_MODEL, text_hash(x.full)) for (repo, number, _, _), x in zip(part, v)])
+        if progress:
+            progress(len(part))
+    return LabelResult(len(todo), total - len(todo), version)

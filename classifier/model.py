@@ -1,0 +1,111 @@
+"""The issue classifier: features -> two calibrated heads (RE class, component) -> predictions with abstention.
+
+The trained model lives in classifier/model/ as `weights.npz` (arrays only, loaded with allow_pickle=False) and
+`meta.json`; `model_version` is a hash of their content. Embeddings are passed in, not computed here: callers
+choose the embedder and the cache (see classifier/embedding_cache.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from retriage.classifier.features import Tfidf, Views, dense_features
+from retriage.classifier.head import LinearHead
+from retriage.errors import UserError
+
+WEIGHTS = "weights.npz"
+META = "meta.json"
+
+
+def shipped_model_dir() -> Path:
+    return Path(str(resources.files("retriage.classifier").joinpath("model")))
+
+
+@dataclass
+class Prediction:
+    re_class: str
+    re_confidence: float
+    component: str
+    component_confidence: float
+    abstained: bool
+    re_probs: dict = field(default_factory=dict)
+    component_probs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class IssueClassifier:
+    def __init__(self, tfidf: Tfidf, re_head: LinearHead, component_head: LinearHead, threshold: float,
+                 meta: dict | None = None):
+        self.tfidf = tfidf
+        self.re_head = re_head
+        self.component_head = component_head
+        self.threshold = threshold
+        self.meta = dict(meta or {})
+
+    # ---- features and prediction -------------------------------------------------------------------------
+    def features(self, v: list[Views], embeddings: list[np.ndarray]):
+        dense = dense_features(embeddings, [x.lexical for x in v])
+        sparse_rows = [self.tfidf.transform_one(x.lexical) for x in v]
+        return dense, sparse_rows
+
+    def predict(self, v: list[Views], embeddings: list[np.ndarray]) -> list[Prediction]:
+        """Predictions for issues given their views and the embeddings of each view (VIEW_FIELDS order)."""
+        dense, sparse_rows = self.features(v, embeddings)
+        pr = self.re_head.predict_proba(dense, sparse_rows)
+        pc = self.component_head.predict_proba(dense, sparse_rows)
+        out = []
+        for i in range(len(v)):
+            r, c = int(pr[i].argmax()), int(pc[i].argmax())
+            out.append(Prediction(
+                re_class=self.re_head.classes[r], re_confidence=round(float(pr[i, r]), 4),
+                component=self.component_head.classes[c], component_confidence=round(float(pc[i, c]), 4),
+                abstained=bool(pr[i, r] < self.threshold),
+                re_probs={k: round(float(p), 4) for k, p in zip(self.re_head.classes, pr[i])},
+                component_probs={k: round(float(p), 4) for k, p in zip(self.component_head.classes, pc[i])},
+            ))
+        return out
+
+    # ---- persistence ------------------------------------------------------------------------------------
+    @property
+    def version(self) -> str | None:
+        return self.meta.get("model_version")
+
+    def save(self, folder: Path) -> str:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {"tfidf_vocab": np.array(self.tfidf.vocab, dtype=str), "tfidf_idf": self.tfidf.idf}
+        arrays.update(self.re_head.to_arrays("re"))
+        arrays.update(self.component_head.to_arrays("component"))
+        tmp = folder / (WEIGHTS + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        meta = dict(self.meta, re_classes=self.re_head.classes, components=self.component_head.classes,
+                    threshold=self.threshold)
+        meta.pop("model_version", None)
+        h = hashlib.sha256(tmp.read_bytes())
+        h.update(json.dumps(meta, sort_keys=True).encode())
+        meta["model_version"] = "m-" + h.hexdigest()[:12]
+        tmp.replace(folder / WEIGHTS)
+        (folder / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        self.meta = meta
+        return meta["model_version"]
+
+    @classmethod
+    def load(cls, folder: Path | None = None) -> "IssueClassifier":
+        folder = Path(folder or shipped_model_dir())
+        if not (folder / WEIGHTS).is_file() or not (folder / META).is_file():
+            raise UserError(f"no trained model in {folder}: run `retriage train`")
+        meta = json.loads((folder / META).read_text())
+        with np.load(folder / WEIGHTS, allow_pickle=False) as a:
+            arrays = {k: a[k] for k in a.files}
+        tfidf = Tfidf(list(arrays["tfidf_vocab"]), arrays["tfidf_idf"])
+        re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
+        comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
+        return cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta)

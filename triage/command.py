@@ -1,0 +1,54 @@
+"""`retriage classify [FILE|-]`: Typer command over triage.classify."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from retriage.errors import UserError
+
+
+def classify(
+    file: Optional[str] = typer.Argument(None, help="Log or stack trace file; '-' or nothing reads standard input."),
+    engine: Optional[str] = typer.Option(None, "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm (default: detected)."),
+    db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB",
+                                     help="Database for similar issues (default ./retriage.duckdb if it exists)."),
+    similar: int = typer.Option(5, help="How many similar past issues to show (0: none)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+):
+    """What is this log, and what do I do? Class, component, this engine's fix steps and similar issues."""
+    if file in (None, "-"):
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UserError("no input: give a file or pipe a log into `retriage classify`", exit_code=2)
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(file).read_bytes()
+        except FileNotFoundError:
+            raise UserError(f"{file}: no such file", exit_code=2) from None
+        except OSError as e:
+            raise UserError(f"{file}: cannot read: {e.strerror}", exit_code=2) from None
+    from retriage.triage.classify import Triage
+
+    con = None
+    path = db or "retriage.duckdb"
+    if similar > 0 and os.path.exists(path):
+        from retriage.db.store import connect
+
+        try:
+            con = connect(path, read_only=True)
+        except UserError:
+            con = None  # similar issues are a bonus: a busy or foreign file must not stop the answer
+    result = Triage().run(data, engine=engine, con=con, similar=similar)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        from retriage.render import console
+        from retriage.triage.render import triage_panel
+
+        console().print(triage_panel(result))

@@ -1,0 +1,42 @@
+"""Which engine a log comes from, from the signals in taxonomy/engines.toml, and why."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from retriage.errors import UserError
+from retriage.taxonomy import Engine, engine_by_alias, engines
+
+
+@dataclass(frozen=True)
+class EngineGuess:
+    engine: str | None  # engine id, None when nothing points at one
+    reason: str
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> list[tuple[Engine, list[tuple[str, re.Pattern]]]]:
+    return [(e, [(s, re.compile(s)) for s in e.signals]) for e in engines()]
+
+
+def detect(text: str, override: str | None = None) -> EngineGuess:
+    if override:
+        e = engine_by_alias(override)
+        if e is None:
+            raise UserError(f"unknown engine {override!r}: use one of {', '.join(x.id for x in engines())}")
+        return EngineGuess(e.id, "--engine given")
+    best: tuple[int, Engine | None, list[str]] = (0, None, [])
+    for e, sigs in _compiled():
+        found = []
+        for _, rx in sigs:
+            m = rx.search(text)
+            if m:
+                found.append(m.group(0).strip()[:40])
+        if len(found) > best[0]:
+            best = (len(found), e, found)
+    if best[1] is None:
+        return EngineGuess(None, "no engine-specific paths, modules or log prefixes found")
+    shown = ", ".join(f"'{s}'" for s in best[2][:4])
+    return EngineGuess(best[1].id, f"{best[0]} signal(s): {shown}")

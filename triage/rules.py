@@ -1,0 +1,114 @@
+"""The known-fix rules (triage/rules.toml): loading and matching.
+
+File order is priority: the first rule that matches is the primary answer. Patterns are searched
+case-insensitively in each line of a normalised log; a rule with a not_pattern that matches anywhere does not
+apply. Each match keeps the line that matched, shown as evidence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from retriage.taxonomy import component_ids, fix_tag_ids, re_class_ids
+
+RULES_FILE = Path(__file__).resolve().parent / "rules.toml"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    tag: str
+    title: str
+    re_class: str
+    component: str
+    engines: tuple[str, ...]
+    pattern: re.Pattern  # all patterns as one alternation, multi-line
+    not_pattern: re.Pattern | None
+    steps: dict = field(hash=False)
+    caveats: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def steps_for(self, engine: str | None) -> list[str]:
+        return list(self.steps.get(engine or "", self.steps.get("default", [])))
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: Rule
+    line_no: int  # 0-based index into the lines given
+    line: str
+
+
+class RulesError(ValueError):
+    pass
+
+
+def _alternation(patterns: list[str]) -> re.Pattern:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.MULTILINE)
+
+
+def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
+    """(rules in priority order, the wrapper-line pattern). Validates ids, tags, classes and regexes."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    tags, classes, comps = set(fix_tag_ids()), set(re_class_ids()), set(component_ids())
+    rules, seen = [], set()
+    for d in data.get("rule", []):
+        rid = d.get("id")
+        if not rid or rid in seen:
+            raise RulesError(f"rule id missing or repeated: {rid!r}")
+        seen.add(rid)
+        if d["tag"] not in tags or d["re_class"] not in classes or d["component"] not in comps:
+            raise RulesError(f"rule {rid}: unknown tag, class or component")
+        if not d.get("patterns"):
+            raise RulesError(f"rule {rid}: no patterns")
+        try:
+            pat = _alternation(d["patterns"])
+            notp = _alternation(d["not_patterns"]) if d.get("not_patterns") else None
+        except re.error as e:
+            raise RulesError(f"rule {rid}: bad regex: {e}") from None
+        rules.append(Rule(rid, d["tag"], d["title"], d["re_class"], d["component"], tuple(d.get("engines", [])),
+                          pat, notp, dict(d.get("steps", {})), tuple(d.get("caveats", [])),
+                          tuple(d.get("sources", []))))
+    wrappers = _alternation(data.get("wrappers", []) or ["(?!x)x"])
+    return rules, wrappers
+
+
+@lru_cache(maxsize=1)
+def default_rules() -> tuple[list[Rule], re.Pattern]:
+    return load_rules()
+
+
+def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] | None = None) -> list[Match]:
+    """Every applicable rule that matches, in priority order, each with its first matching line.
+
+    With a known engine, rules restricted to other engines are skipped."""
+    rules = rules if rules is not None else default_rules()[0]
+    text = "\n".join(lines)
+    starts = None
+    out = []
+    for rule in rules:
+        if engine and rule.engines and engine not in rule.engines:
+            continue
+        m = rule.pattern.search(text)
+        if not m:
+            continue
+        if rule.not_pattern is not None and rule.not_pattern.search(text):
+            continue
+        if starts is None:
+            starts, pos = [], 0
+            for ln in lines:
+                starts.append(pos)
+                pos += len(ln) + 1
+        i = bisect.bisect_right(starts, m.start()) - 1
+        out.append(Match(rule, i, lines[i]))
+    return out
+
+
+def is_wrapper(line: str) -> bool:
+    return bool(default_rules()[1].search(line))
