@@ -72,17 +72,39 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12)
     return (x - mu) / np.sqrt(var + eps) * w + b
 
 
+_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+
+
+def map_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a .safetensors file as read-only memory maps: nothing is copied or read up front."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        dtype = np.dtype(_ST_DTYPES[info["dtype"]]).newbyteorder("<")
+        count = (end - begin) // dtype.itemsize
+        mm = np.memmap(path, dtype=dtype, mode="r", offset=8 + n + begin, shape=(count,))
+        out[name] = np.asarray(mm).reshape(info["shape"])  # a plain ndarray view: faster in matmul
+    return out
+
+
 class NumpyMiniLM:
-    """BERT encoder forward pass in numpy over the packaged MiniLM weights."""
+    """BERT encoder forward pass in numpy over the packaged MiniLM weights (memory-mapped)."""
 
     name = MODEL_NAME
 
     def __init__(self, path: Path | None = None):
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         path = Path(path or model_path())
-        w = load_file(str(path / "model.safetensors"))
+        w = map_safetensors(path / "model.safetensors")
         self.tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tok.enable_truncation(MAX_TOKENS)
         self.tok.no_padding()
@@ -94,15 +116,15 @@ class NumpyMiniLM:
         i = 0
         while f"encoder.layer.{i}.attention.self.query.weight" in w:
             p = f"encoder.layer.{i}."
-            qkv_w = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")], 0)
-            qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")], 0)
+            # weights stay (out, in) as stored; `x @ W.T` lets BLAS transpose without a copy
             self.layers.append({
-                "qkv_w": np.ascontiguousarray(qkv_w.T), "qkv_b": qkv_b,
-                "o_w": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
-                "o_b": w[p + "attention.output.dense.bias"],
+                "q": (w[p + "attention.self.query.weight"], w[p + "attention.self.query.bias"]),
+                "k": (w[p + "attention.self.key.weight"], w[p + "attention.self.key.bias"]),
+                "v": (w[p + "attention.self.value.weight"], w[p + "attention.self.value.bias"]),
+                "o": (w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"]),
                 "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                "i_w": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T), "i_b": w[p + "intermediate.dense.bias"],
-                "f_w": np.ascontiguousarray(w[p + "output.dense.weight"].T), "f_b": w[p + "output.dense.bias"],
+                "i": (w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"]),
+                "f": (w[p + "output.dense.weight"], w[p + "output.dense.bias"]),
                 "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
             })
             i += 1
@@ -115,21 +137,20 @@ class NumpyMiniLM:
         h = _layer_norm(h, *self.ln_e)
         hd = self.dim // self.heads
         scale = np.float32(1.0 / np.sqrt(hd))
+        def linear(x, wb):
+            return x @ wb[0].T + wb[1]
+
         for L in self.layers:
-            qkv = h @ L["qkv_w"] + L["qkv_b"]
+            q, k, v = linear(h, L["q"]), linear(h, L["k"]), linear(h, L["v"])
             ctx = np.empty((n, self.dim), dtype=np.float32)
             for j in range(self.heads):  # a loop of 2-D matmuls beats numpy's batched matmul here
                 sl = slice(j * hd, (j + 1) * hd)
-                q = qkv[:, sl]
-                k = qkv[:, self.dim + j * hd:self.dim + (j + 1) * hd]
-                v = qkv[:, 2 * self.dim + j * hd:2 * self.dim + (j + 1) * hd]
-                s = (q @ k.T) * scale
+                s = (q[:, sl] @ k[:, sl].T) * scale
                 p = np.exp(s - s.max(-1, keepdims=True))
                 p /= p.sum(-1, keepdims=True)
-                ctx[:, sl] = p @ v
-            h = _layer_norm(ctx @ L["o_w"] + L["o_b"] + h, *L["ln1"])
-            f = _gelu(h @ L["i_w"] + L["i_b"]) @ L["f_w"] + L["f_b"]
-            h = _layer_norm(f + h, *L["ln2"])
+                ctx[:, sl] = p @ v[:, sl]
+            h = _layer_norm(linear(ctx, L["o"]) + h, *L["ln1"])
+            h = _layer_norm(linear(_gelu(linear(h, L["i"])), L["f"]) + h, *L["ln2"])
         v = h.mean(0)
         return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
 

@@ -20,6 +20,7 @@ from retriage.classifier.head import LinearHead
 from retriage.errors import UserError
 
 WEIGHTS = "weights.npz"
+VOCAB = "vocab.txt"
 META = "meta.json"
 
 
@@ -81,18 +82,21 @@ class IssueClassifier:
     def save(self, folder: Path) -> str:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {"tfidf_vocab": np.array(self.tfidf.vocab, dtype=str), "tfidf_idf": self.tfidf.idf}
+        arrays = {"tfidf_idf": self.tfidf.idf}
         arrays.update(self.re_head.to_arrays("re"))
         arrays.update(self.component_head.to_arrays("component"))
         tmp = folder / (WEIGHTS + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
+        np.savez(tmp, **arrays)  # uncompressed: loads in a few ms
+        vocab_text = "\n".join(self.tfidf.vocab) + "\n"
         meta = dict(self.meta, re_classes=self.re_head.classes, components=self.component_head.classes,
                     threshold=self.threshold)
         meta.pop("model_version", None)
         h = hashlib.sha256(tmp.read_bytes())
+        h.update(vocab_text.encode())
         h.update(json.dumps(meta, sort_keys=True).encode())
         meta["model_version"] = "m-" + h.hexdigest()[:12]
         tmp.replace(folder / WEIGHTS)
+        (folder / VOCAB).write_text(vocab_text, encoding="utf-8")
         (folder / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         self.meta = meta
         return meta["model_version"]
@@ -105,7 +109,8 @@ class IssueClassifier:
         meta = json.loads((folder / META).read_text())
         with np.load(folder / WEIGHTS, allow_pickle=False) as a:
             arrays = {k: a[k] for k in a.files}
-        tfidf = Tfidf(list(arrays["tfidf_vocab"]), arrays["tfidf_idf"])
+        vocab = (folder / VOCAB).read_text(encoding="utf-8").split("\n")[:-1]
+        tfidf = Tfidf(vocab, arrays["tfidf_idf"])
         re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
         comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
         return cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta)

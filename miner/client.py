@@ -27,8 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-DEFAULT_BASE_URL = "https://api.github.com"
-TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
+from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS  # noqa: F401  (re-exported)
 USER_AGENT = "retriage-miner"
 
 WaitCallback = Callable[[float, str], None]

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from retriage.errors import UserError
-from retriage.miner.client import DEFAULT_BASE_URL, TOKEN_VARS
+from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS
 
 NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticated, which GitHub limits to "
                  f"60 requests an hour")

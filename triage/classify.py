@@ -59,14 +59,22 @@ class Triage:
         self.model = model or IssueClassifier.load()
         self.embedder = embedder or NumpyMiniLM()
 
+    def _encode_views(self, texts: list[str]) -> list:
+        """One embedding per view, computed in parallel threads (the matrix products release the GIL)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(texts)) as pool:
+            return list(pool.map(lambda t: self.embedder.encode([t]), texts))
+
     def run(self, data: bytes | str, engine: str | None = None, con=None, similar: int = 5) -> TriageResult:
+        """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
         log = logtext.parse(data)
         guess = engine_detect.detect(log.text, engine)
         matches = match_rules(log.lines, guess.engine)
         title = log.lines[log.exception_line] if log.exception_line is not None else (
             log.lines[log.last_error_line] if log.last_error_line is not None else "")
         v = views(title, log.text)
-        emb = [self.embedder.encode([getattr(v, f)]) for f in VIEW_FIELDS]
+        emb = self._encode_views([getattr(v, f) for f in VIEW_FIELDS])
         pred = self.model.predict([v], emb)[0]
 
         evidence: list[str] = []
@@ -79,6 +87,8 @@ class Triage:
             disagreement = (f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, "
                             f"the model says {pred.re_class} ({pred.re_confidence:.2f})")
         neighbours = []
+        if callable(con):  # a connection still being opened in the background
+            con = con()
         if con is not None and similar > 0:
             from retriage.classifier import current_model_name
             from retriage.db.queries import similar_to_vector

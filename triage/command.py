@@ -13,6 +13,31 @@ import typer
 from retriage.errors import UserError
 
 
+def _open_in_background(path: str):
+    """Open the database in a thread while the model runs (importing DuckDB costs a few hundred ms);
+    returns a function that waits for it. Similar issues are a bonus: a busy or foreign file yields None."""
+    import threading
+
+    box: dict = {}
+
+    def work():
+        from retriage.db.store import connect
+
+        try:
+            box["con"] = connect(path, read_only=True)
+        except Exception:  # noqa: BLE001 - any failure only drops the similar-issues section
+            box["con"] = None
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+
+    def get():
+        t.join()
+        return box.get("con")
+
+    return get
+
+
 def classify(
     file: Optional[str] = typer.Argument(None, help="Log or stack trace file; '-' or nothing reads standard input."),
     engine: Optional[str] = typer.Option(None, "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm (default: detected)."),
@@ -33,17 +58,13 @@ def classify(
             raise UserError(f"{file}: no such file", exit_code=2) from None
         except OSError as e:
             raise UserError(f"{file}: cannot read: {e.strerror}", exit_code=2) from None
+    if "numpy" not in sys.modules:
+        # one BLAS thread per view: the views are embedded in parallel threads (faster on few cores)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from retriage.triage.classify import Triage
 
-    con = None
     path = db or "retriage.duckdb"
-    if similar > 0 and os.path.exists(path):
-        from retriage.db.store import connect
-
-        try:
-            con = connect(path, read_only=True)
-        except UserError:
-            con = None  # similar issues are a bonus: a busy or foreign file must not stop the answer
+    con = _open_in_background(path) if similar > 0 and os.path.exists(path) else None
     result = Triage().run(data, engine=engine, con=con, similar=similar)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")

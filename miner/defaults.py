@@ -1,0 +1,4 @@
+"""Constants the `mine` command needs before any HTTP code is imported (keeps `retriage --help` fast)."""
+
+DEFAULT_BASE_URL = "https://api.github.com"
+TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
