@@ -42,7 +42,12 @@ class SentenceTransformerEmbedder:
     def __init__(self, batch_size: int = 32):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
         self.model = SentenceTransformer(str(model_path()), device="cpu")
         self.model.max_seq_length = MAX_TOKENS

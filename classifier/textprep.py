@@ -16,7 +16,10 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _PREFIX_RES = [
     re.compile(r"^\s*[\w.-]+\s+\|\s?"),  # docker-compose:  "vllm-1  | ..."
     re.compile(r"^\s*\((?:\w+\s*)?(?:[\w]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.:]+)?\)\s*"),  # (VllmWorker rank=1 pid=3) / (pid=1, ip=..)
-    re.compile(r"^\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]\s*)?"),  # vLLM
+    # vLLM: "ERROR 02-11 08:25:49 [serving_chat.py:661] " and, before v0.8, "ERROR 02-11 08:25:49 serving_chat.py:661] "
+    re.compile(r"^\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
+               r"(?:\[[^\]]*\]\s*|[\w.-]+:\d+\]\s*)?"),
+    re.compile(r"^\s*\[rank\d+\]:\s?"),  # torch.distributed workers: "[rank0]: Traceback ..."
     re.compile(r"^\s*\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?:\s+[^\]]*)?\]\s*"),  # SGLang "[2025-01-01 10:00:00 TP0] "
     re.compile(r"^\s*\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s*)?"),  # ISO timestamp
     re.compile(r"^\s*\[TensorRT-LLM\]\[(?:ERROR|WARNING|INFO)\]\s*"),
@@ -38,9 +41,15 @@ _ENV_LINE_RE = re.compile(
     r"Caching allocator config|TORCH_\w+|VLLM_\w+=|Legend|GPU\d+|NIC\d+|mlx\d_\d|"
     r"X\s+=\s+Self|SYS\s+=|NODE\s+=|PHB\s+=|PXB\s+=|PIX\s+=|NV#\s+=|"
     r"Is device [\w ]+|HIP runtime version|MIOpen runtime version|Transformers|Triton|"
-    r"Name:\s|Version:\s|Summary:\s|Home-page:\s|Author|License:\s|Location:\s|Requires|Required-by"
-    r")\b.*$"
+    r"Name:\s|Version:\s|Summary:\s|Home-page:\s|Author|License:\s|Location:\s|Requires|Required-by|"
+    r"={5,}|GPU Topology|NIC Legend|CPU:|System Info|CPU Info|vLLM Info|Environment Variables|Could not collect|"
+    r"GPU ?\[?\d+\]?\s*:|NUMA node\d*"
+    r")(?:(?<=\W)|\b).*$"  # a word boundary only after keys that end in a letter: "CPU(s):", "[pip3] ", "SYS  ="
 )
+# An error line is kept even when it starts like an environment key ("CUDA error: out of memory").
+_ENV_KEEP_RE = re.compile(r"(?i)\berror\b|out of memory|\bfailed\b|exception")
+# A line that is only a shared-library path (cuDNN list) or only VAR=value (the environment-variable section).
+_BARE_ENV_RE = re.compile(r"^\s*(?:/\S+\.so(?:\.\d+)*|[A-Z][A-Z0-9_]{2,}=\S*)\s*$")
 _PIP_FREEZE_RE = re.compile(r"^\s*[A-Za-z0-9_.\-\[\]]+\s*(?:==|@ file:|\s{2,})\s*[\w.+\-]+\s*$")
 _CARET_RE = re.compile(r"^\s*[\^~]{3,}\s*$")
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
@@ -65,6 +74,7 @@ _MD_HEADER_RE = re.compile(
 )
 _CHECKLIST_RE = re.compile(r"^\s*[-*]\s*\[[ xX]\]\s")
 _URL_RE = re.compile(r"https?://\S+")
+_DIGITS_RE = re.compile(r"\d+")
 
 
 def strip_ansi(text: str) -> str:
@@ -82,11 +92,16 @@ def strip_prefix(line: str) -> str:
     return line
 
 
+def _is_env_line(line: str) -> bool:
+    return bool((_ENV_LINE_RE.match(line) or _PIP_FREEZE_RE.match(line) or _BARE_ENV_RE.match(line))
+                and not _ENV_KEEP_RE.search(line))
+
+
 def _looks_like_env_block(block: str) -> bool:
     lines = [ln for ln in block.splitlines() if ln.strip()]
     if len(lines) < 4:
         return False
-    envish = sum(1 for ln in lines if _ENV_LINE_RE.match(ln) or _PIP_FREEZE_RE.match(ln))
+    envish = sum(1 for ln in lines if _is_env_line(ln))
     return envish / len(lines) > 0.3
 
 
@@ -100,7 +115,7 @@ def clean_lines(text: str) -> list[str]:
         line = strip_prefix(raw).rstrip()
         if not line.strip():
             continue
-        if _ENV_LINE_RE.match(line) or _PIP_FREEZE_RE.match(line) or _CARET_RE.match(line):
+        if _is_env_line(line) or _CARET_RE.match(line):
             continue
         if _CHECKLIST_RE.match(line) or _MD_HEADER_RE.match(line):
             continue
@@ -114,14 +129,18 @@ def clean_lines(text: str) -> list[str]:
 
 
 def key_lines(lines: list[str], max_frames: int = 3) -> list[str]:
-    """Exception lines, error lines and the last frames of each traceback, in order, without repeats."""
+    """Exception lines, error lines and the last frames of each traceback, in order, without repeats.
+
+    Lines that differ only in numbers count as repeats (one CUDA assert printed per thread, one error per rank):
+    otherwise they fill the few lines MiniLM reads and push the exception out."""
     keep: list[str] = []
     seen: set[str] = set()
 
     def add(s: str) -> None:
         s = s.strip()
-        if s and s not in seen:
-            seen.add(s)
+        shape = _DIGITS_RE.sub("0", s)
+        if s and shape not in seen:
+            seen.add(shape)
             keep.append(s)
 
     frames: list[str] = []

@@ -23,7 +23,8 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
     head.append(f" · created {_date(issue['created_at'])}", style="dim")
     if issue["closed_at"]:
         head.append(f" · closed {_date(issue['closed_at'])}", style="dim")
-    head.append(f" · {issue['comments'] or 0} comments\n", style="dim")
+    n = issue["comments"] or 0
+    head.append(f" · {n} comment{'' if n == 1 else 's'}\n", style="dim")
     if issue["labels"]:
         head.append("labels: ", style="dim")
         head.append(", ".join(issue["labels"]) + "\n", style="cyan")
