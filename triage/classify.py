@@ -79,9 +79,9 @@ class Triage:
 
         evidence: list[str] = []
         for line in [m.line for m in matches[:MAX_FIXES]] + [title]:
-            line = line.strip()
+            line = line.strip()[:400]  # cut before comparing: a long line must not appear twice
             if line and line not in evidence:
-                evidence.append(line[:400])
+                evidence.append(line)
         disagreement = None
         if matches and matches[0].rule.re_class != pred.re_class:
             disagreement = (f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, "
