@@ -141,3 +141,65 @@ def miner_client(no_token_env):
     yield make
     for client in clients:
         client.close()
+
+
+# ---- classifier and triage (issues 4 and 5): a small real database, labeled once per session ----
+import gzip as _clf_gzip
+import json as _clf_json
+import time as _clf_time
+from types import SimpleNamespace as _ClfNamespace
+
+
+def _clf_corpus_records(per_repo: int, max_body: int) -> list[dict]:
+    """The first `per_repo` issues of each corpus file whose body is at most `max_body` characters."""
+    out = []
+    for name in ("vllm.jsonl.gz", "sglang.jsonl.gz", "llama_cpp.jsonl.gz"):
+        n = 0
+        with _clf_gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
+            for line in f:
+                r = _clf_json.loads(line)
+                if len(r["body"] or "") <= max_body:
+                    out.append(r)
+                    n += 1
+                    if n >= per_repo:
+                        break
+    return out
+
+
+@_miner_pytest.fixture(scope="session")
+def labeled_db(tmp_path_factory):
+    """A DuckDB holding a slice of real corpus issues, labeled by `retriage label` (sentence-transformers).
+
+    The slice: 50 short issues per engine, the six shortest issues the team labeled with a known fix, and one
+    real issue re-shaped as a GitHub API pull request (the corpus holds none) that must stay unlabeled."""
+    from retriage.classifier.dataset import load_gold, snapshot_index
+    from retriage.taxonomy import canonical_repo
+
+    folder = tmp_path_factory.mktemp("labeled")
+    records = _clf_corpus_records(per_repo=50, max_body=500)
+    keys = {(canonical_repo(r["repo"]), r["number"]) for r in records}
+    snap = snapshot_index()
+    team = sorted((e for e in load_gold() if e.source == "corpus" and e.known_fix != "none"),
+                  key=lambda e: (len(e.body), e.repo, e.number))[:6]
+    for e in team:
+        if (e.repo, e.number) not in keys and (e.repo, e.number) in snap:
+            records.append(snap[(e.repo, e.number)])
+            keys.add((e.repo, e.number))
+    donor = next(r for r in _clf_corpus_records(per_repo=60, max_body=500)
+                 if (canonical_repo(r["repo"]), r["number"]) not in keys)
+    pr = dict(donor, html_url=donor["html_url"].replace("/issues/", "/pull/"),
+              pull_request={"url": donor["html_url"].replace("github.com/", "api.github.com/repos/")
+                            .replace("/issues/", "/pulls/")})
+    records.append(pr)
+    slice_file = folder / "slice.jsonl"
+    slice_file.write_text("".join(_clf_json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    db = folder / "labeled.duckdb"
+    proc = run_cli("import", str(slice_file), db=db)
+    assert proc.returncode == 0, proc.stderr
+    started = _clf_time.perf_counter()
+    proc = run_cli("label", "--json", db=db)
+    seconds = _clf_time.perf_counter() - started
+    assert proc.returncode == 0, proc.stderr
+    return _ClfNamespace(path=db, records=records, pr=(canonical_repo(pr["repo"]), pr["number"]),
+                         team=[(e.repo, e.number, e.known_fix) for e in team],
+                         first_run=_clf_json.loads(proc.stdout), first_run_stderr=proc.stderr, seconds=seconds)
