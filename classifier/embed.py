@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -100,6 +102,40 @@ def map_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
+_blas_lock = threading.Lock()
+_blas_state = {"users": 0, "limiter": None}
+
+
+@contextmanager
+def one_blas_thread():
+    """Run the block with BLAS on one thread (re-entrant, and safe when several threads enter at once).
+
+    The matrices of one MiniLM forward pass are small: BLAS threads cost more than they give, and on a busy
+    2-core machine a forward pass ran 3-10x slower with them (14x with the three views in parallel threads).
+    `retriage classify` sets OPENBLAS_NUM_THREADS=1 before numpy loads; other callers (`predict`, `eval`,
+    a long-lived process) get the limit here."""
+    if os.environ.get("OPENBLAS_NUM_THREADS") == "1":
+        yield
+        return
+    with _blas_lock:
+        if _blas_state["users"] == 0:
+            try:
+                from threadpoolctl import threadpool_limits
+
+                _blas_state["limiter"] = threadpool_limits(1, user_api="blas")
+            except Exception:  # noqa: BLE001 - without threadpoolctl the pass is only slower
+                _blas_state["limiter"] = None
+        _blas_state["users"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["users"] -= 1
+            if _blas_state["users"] == 0 and _blas_state["limiter"] is not None:
+                _blas_state["limiter"].restore_original_limits()
+                _blas_state["limiter"] = None
+
+
 class NumpyMiniLM:
     """BERT encoder forward pass in numpy over the packaged MiniLM weights (memory-mapped)."""
 
@@ -161,10 +197,11 @@ class NumpyMiniLM:
 
     def encode(self, texts: list[str], progress=None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, enc in enumerate(self.tok.encode_batch(list(texts))):
-            out[i] = self._encode_one(enc.ids)
-            if progress:
-                progress(1)
+        with one_blas_thread():
+            for i, enc in enumerate(self.tok.encode_batch(list(texts))):
+                out[i] = self._encode_one(enc.ids)
+                if progress:
+                    progress(1)
         return out
 
 

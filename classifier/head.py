@@ -42,29 +42,33 @@ class LinearHead:
 
     @classmethod
     def fit(cls, dense: np.ndarray, sparse, y: list[str], classes: list[str], C: float = 8.0,
-            seed: int = 0) -> "LinearHead":
+            sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0) -> "LinearHead":
+        """`sparse_weight` scales the TF-IDF block against the dense block (folded into the weights, so
+        prediction takes unscaled TF-IDF rows); `calibrate=False` skips the temperature (T = 1)."""
         from scipy.sparse import csr_matrix, hstack
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import StratifiedKFold
 
         present = [c for c in classes if c in set(y)]
         yi = np.array([present.index(v) for v in y])
-        X = hstack([csr_matrix(dense), sparse]).tocsr()
+        X = hstack([csr_matrix(dense), sparse * sparse_weight]).tocsr()
 
         def model():
             return LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
 
-        # out-of-fold logits for the temperature
-        oof = np.zeros((len(y), len(present)))
-        n_splits = max(2, min(5, int(np.bincount(yi).min())))
-        for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(X, yi):
-            m = model().fit(X[tr], yi[tr])
-            oof[np.ix_(te, m.classes_)] = m.decision_function(X[te])
-        temperature = _fit_temperature(oof, yi)
+        temperature = 1.0
+        if calibrate:  # out-of-fold logits for the temperature
+            oof = np.zeros((len(y), len(present)))
+            n_splits = max(2, min(5, int(np.bincount(yi).min())))
+            for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(X, yi):
+                m = model().fit(X[tr], yi[tr])
+                oof[np.ix_(te, m.classes_)] = m.decision_function(X[te])
+            temperature = _fit_temperature(oof, yi)
         m = model().fit(X, yi)
         coef = m.coef_.T.astype(np.float32)  # (n_features, k)
         nd = dense.shape[1]
-        return cls(present, coef[:nd], coef[nd:], m.intercept_.astype(np.float32), temperature)
+        return cls(present, coef[:nd], coef[nd:] * np.float32(sparse_weight), m.intercept_.astype(np.float32),
+                   temperature)
 
     def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         z = dense @ self.w_dense + self.bias

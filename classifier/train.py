@@ -24,7 +24,8 @@ from retriage.classifier.head import LinearHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
 from retriage.taxonomy import LABELS_DIR, component_ids, re_class_ids
 
-C_GRID = (2.0, 4.0, 8.0)
+C_GRID = (1.0, 2.0, 4.0, 8.0)
+SPARSE_WEIGHTS = (1.0, 2.0)
 MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 
 
@@ -51,14 +52,17 @@ def embed_views(con: duckdb.DuckDBPyConnection | None, v: list[Views], progress:
     return [embed_cached(con, [getattr(x, f) for x in v], EMBEDDING_MODEL, embedder, progress) for f in VIEW_FIELDS]
 
 
-def _heads(dense, sparse, y_re, y_comp, c_re, c_comp) -> tuple[LinearHead, LinearHead]:
-    return (LinearHead.fit(dense, sparse, y_re, re_class_ids(), C=c_re),
-            LinearHead.fit(dense, sparse, y_comp, component_ids(), C=c_comp))
-
-
-def _macro_f1(head: LinearHead, dense, sparse_rows, gold: list[str]) -> float:
-    z = head.logits(dense, sparse_rows)
-    return score(gold, [head.classes[i] for i in z.argmax(1)], head.classes).macro_f1
+def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple[float, float, float]:
+    """(macro-F1, C, sparse weight) of the best uncalibrated head on dev."""
+    best = (-1.0, 0.0, 0.0)
+    for sw in SPARSE_WEIGHTS:
+        for c in C_GRID:
+            head = LinearHead.fit(dense_tr, sparse_tr, y, classes, C=c, sparse_weight=sw, calibrate=False)
+            z = head.logits(dense_dv, sparse_dv)
+            f = score(gold, [head.classes[i] for i in z.argmax(1)], head.classes).macro_f1
+            if f > best[0]:
+                best = (f, c, sw)
+    return best
 
 
 def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage: float = MIN_COVERAGE) -> float:
@@ -91,18 +95,13 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     y_re = [e.re_class for e in tr]
     y_comp = [e.component for e in tr]
 
-    # regularisation strength per head, chosen on dev
-    best: dict[str, tuple[float, float]] = {}
-    for c in C_GRID:
-        re_head, comp_head = _heads(dense_tr, sparse_tr, y_re, y_comp, c, c)
-        f_re = _macro_f1(re_head, dense_dv, sparse_dv, [e.re_class for e in dv])
-        f_co = _macro_f1(comp_head, dense_dv, sparse_dv, [e.component for e in dv])
-        if f_re > best.get("re", (-1, 0))[0]:
-            best["re"] = (f_re, c)
-        if f_co > best.get("co", (-1, 0))[0]:
-            best["co"] = (f_co, c)
-    model = IssueClassifier(tfidf, *_heads(dense_tr, sparse_tr, y_re, y_comp, best["re"][1], best["co"][1]),
-                            threshold=0.0)
+    # regularisation strength and TF-IDF weight per head, chosen on dev
+    heads, chosen = [], {}
+    for target, y, classes in (("re_class", y_re, re_class_ids()), ("component", y_comp, component_ids())):
+        _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, [getattr(e, target) for e in dv])
+        chosen[target] = {"C": c, "sparse_weight": sw}
+        heads.append(LinearHead.fit(dense_tr, sparse_tr, y, classes, C=c, sparse_weight=sw))
+    model = IssueClassifier(tfidf, *heads, threshold=0.0)
     preds = model.predict(dv_v, dv_emb)
     conf = np.array([p.re_confidence for p in preds])
     correct = np.array([p.re_class == e.re_class for p, e in zip(preds, dv)])
@@ -115,7 +114,7 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         "embedding_model": EMBEDDING_MODEL,
         "trained_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "n_train": len(tr), "n_dev": len(dv),
-        "C": {"re_class": best["re"][1], "component": best["co"][1]},
+        "hyperparameters": chosen,
         "dev": {"re_class_macro_f1": dev["re_class"].macro_f1, "component_macro_f1": dev["component"].macro_f1,
                 "coverage": round(coverage, 4)},
     }

@@ -1,0 +1,80 @@
+"""The bundled snapshot's embedding cache: the MiniLM vectors of every view of every snapshot issue, shipped
+beside the snapshot (float16) so that `retriage demo` labels it in about a minute instead of embedding ~11,000
+texts on the CPU first.
+
+It is only a cache: entries are keyed by the hash of the prepared text and the model name, like the database's
+`embeddings` table. Text that changed since the cache was built (other text preparation, other data) misses it
+and is embedded as usual. Rebuild after changing text preparation:
+
+    .venv/bin/python -m retriage.classifier.snapshot_cache [DB]   # DB: reuse that database's embedding cache
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier.embed import text_hash
+from retriage.classifier.embedding_cache import lookup, store
+from retriage.classifier.features import VIEW_FIELDS, views
+
+
+def cache_path() -> Path:
+    return Path(str(resources.files("retriage").joinpath("data", "snapshot", f"embeddings-{EMBEDDING_MODEL}.npz")))
+
+
+def snapshot_texts() -> list[str]:
+    from retriage.demo import snapshot_files
+
+    texts: dict[str, None] = {}
+    for f in snapshot_files():
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                if r.get("pull_request"):
+                    continue
+                v = views(r.get("title"), r.get("body"))
+                for name in VIEW_FIELDS:
+                    texts.setdefault(getattr(v, name), None)
+    return list(texts)
+
+
+def build(path: Path | None = None, con: duckdb.DuckDBPyConnection | None = None) -> int:
+    """Embed every view of every snapshot issue (through `con`'s cache when given) and write the file."""
+    from retriage.classifier.embed import SentenceTransformerEmbedder
+    from retriage.classifier.embedding_cache import embed_cached
+
+    texts = snapshot_texts()
+    vectors = embed_cached(con, texts, EMBEDDING_MODEL, SentenceTransformerEmbedder)
+    path = Path(path or cache_path())
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, hashes=np.array([text_hash(t) for t in texts]), vectors=vectors.astype(np.float16))
+    tmp.replace(path)
+    return len(texts)
+
+
+def load_into(con: duckdb.DuckDBPyConnection, path: Path | None = None) -> int:
+    """Add the shipped vectors to the database's cache (existing entries are kept). Returns how many were new."""
+    path = Path(path or cache_path())
+    if not path.is_file():
+        return 0
+    with np.load(path, allow_pickle=False) as a:
+        hashes, vectors = list(a["hashes"]), a["vectors"].astype(np.float32)
+    have = lookup(con, hashes, EMBEDDING_MODEL)
+    new = {h: v for h, v in zip(hashes, vectors) if h not in have}
+    store(con, new, EMBEDDING_MODEL)
+    return len(new)
+
+
+if __name__ == "__main__":
+    from retriage.db.store import connect
+
+    n = build(con=connect(sys.argv[1]) if len(sys.argv) > 1 else None)
+    sys.stdout.write(f"wrote {n} vectors to {cache_path()}\n")
