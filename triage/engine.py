@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,16 +28,24 @@ def detect(text: str, override: str | None = None) -> EngineGuess:
         if e is None:
             raise UserError(f"unknown engine {override!r}: use one of {', '.join(x.id for x in engines())}")
         return EngineGuess(e.id, "--engine given")
-    best: tuple[int, Engine | None, list[str]] = (0, None, [])
+    # Score = how many lines carry the engine's signals (then how many distinct signals). Counting distinct
+    # signals alone misread SGLang tracebacks that pass through vLLM layers (SGLang imports them) as vLLM:
+    # two vLLM signals in a few frames outnumbered the one SGLang signal found in dozens of frames.
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    best: tuple[tuple[int, int], Engine | None, list[str]] = ((0, 0), None, [])
     for e, sigs in _compiled():
-        found = []
+        found, lines = [], set()
         for _, rx in sigs:
-            m = rx.search(text)
-            if m:
-                found.append(m.group(0).strip()[:40])
-        if len(found) > best[0]:
-            best = (len(found), e, found)
+            first = None
+            for m in rx.finditer(text):
+                first = first or m.group(0).strip()[:40]
+                lines.add(bisect.bisect_right(starts, m.start()))
+            if first is not None:
+                found.append(first)
+        score = (len(lines), len(found))
+        if score > best[0]:
+            best = (score, e, found)
     if best[1] is None:
         return EngineGuess(None, "no engine-specific paths, modules or log prefixes found")
     shown = ", ".join(f"'{s}'" for s in best[2][:4])
-    return EngineGuess(best[1].id, f"{best[0]} signal(s): {shown}")
+    return EngineGuess(best[1].id, f"{best[0][0]} line(s) with {len(best[2])} of its signals: {shown}")

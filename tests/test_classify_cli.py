@@ -1,0 +1,235 @@
+"""`retriage classify [FILE|-]` as a user runs it, on the real traces in tests/data/traces/ and real issue bodies."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_file, run_cli
+from retriage.errors import UserError
+from retriage.taxonomy import component_ids, engines, fix_tag_ids, re_class_ids
+from retriage.triage import engine as engine_detect
+from retriage.triage import logtext
+from retriage.triage.rules import is_wrapper, load_rules
+
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
+RULES = {r.id: r for r in load_rules()[0]}
+
+# The documented --json shape (README, "classify").
+TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence", "abstained",
+            "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes", "model_version"}
+FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line"}
+SIMILAR_KEYS = {"repo", "number", "title", "state", "score", "html_url", "known_fix"}
+
+
+def manifest() -> list[dict]:
+    out = []
+    for name in ("manifest.toml", "manifest_added.toml"):
+        with open(TRACES / name, "rb") as f:
+            out += tomllib.load(f)["trace"]
+    return out
+
+
+ENTRIES = manifest()
+# One real trace per engine whose primary rule has steps written for that engine.
+PER_ENGINE = {}
+for _e in ENTRIES:
+    if _e["expect_rule"] and _e["engine"] in RULES[_e["expect_rule"]].steps and _e["engine"] not in PER_ENGINE:
+        PER_ENGINE[_e["engine"]] = _e
+
+
+@pytest.fixture(scope="module")
+def triage():
+    from retriage.triage.classify import Triage
+
+    return Triage()
+
+
+def classify_json(*args, **kw) -> dict:
+    proc = run_cli("classify", *args, "--json", **kw)
+    stdout, stderr = (x.decode() if isinstance(x, bytes) else x for x in (proc.stdout, proc.stderr))
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    return json.loads(stdout)
+
+
+def check_shape(out: dict) -> None:
+    assert set(out) == TOP_KEYS
+    assert out["engine"] in {e.id for e in engines()} | {None} and out["engine_reason"]
+    assert out["re_class"] in re_class_ids() and out["component"] in component_ids()
+    assert 0 <= out["re_confidence"] <= 1 and 0 <= out["component_confidence"] <= 1
+    assert isinstance(out["abstained"], bool)
+    for f in out["fixes"]:
+        assert set(f) == FIX_KEYS and f["id"] in RULES and f["tag"] in fix_tag_ids()
+        assert f["steps"] and all(isinstance(s, str) for s in f["steps"])
+        assert f["sources"] and all(s.startswith("https://") for s in f["sources"])
+    assert all(isinstance(x, str) and x for x in out["evidence"])
+    assert len(out["evidence"]) == len(set(out["evidence"]))
+    for s in out["similar"]:
+        assert set(s) == SIMILAR_KEYS
+
+
+# ---- engine detection ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_engine_detected_for_every_real_trace(entry):
+    log = logtext.parse((TRACES / entry["file"]).read_bytes())
+    guess = engine_detect.detect(log.text)
+    assert guess.engine == entry["engine"], guess.reason
+
+
+def test_engine_override_and_unknown_engine():
+    text = (TRACES / PER_ENGINE["vllm"]["file"]).read_text()
+    assert engine_detect.detect(text, "sglang").engine == "sglang"
+    assert engine_detect.detect(text, "TensorRT-LLM").engine == "trtllm"
+    with pytest.raises(UserError):
+        engine_detect.detect(text, "no-such-engine")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp", "trtllm"])
+def test_classify_file_per_engine(engine, labeled_db):
+    entry = PER_ENGINE[engine]
+    out = classify_json(str(TRACES / entry["file"]), db=labeled_db.path)
+    check_shape(out)
+    assert out["engine"] == engine and "signal" in out["engine_reason"]
+    rule = RULES[entry["expect_rule"]]
+    assert out["fixes"][0]["id"] == rule.id and out["fixes"][0]["steps"] == rule.steps_for(engine)
+    assert out["fixes"][0]["line"].strip()[:400] in out["evidence"]
+    assert (out["disagreement"] is None) == (out["re_class"] == rule.re_class)
+    assert len(out["similar"]) == 5
+    scores = [s["score"] for s in out["similar"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_stdin_gives_the_same_answer_as_the_file():
+    entry = PER_ENGINE["sglang"]
+    path = TRACES / entry["file"]
+    by_file = classify_json(str(path), "--similar", "0")
+    by_dash = classify_json("-", "--similar", "0", input=path.read_bytes())
+    assert by_dash == by_file
+
+
+def test_engine_override_changes_the_steps():
+    entry = PER_ENGINE["vllm"]
+    out = classify_json(str(TRACES / entry["file"]), "--engine", "sglang", "--similar", "0")
+    assert out["engine"] == "sglang" and "--engine" in out["engine_reason"]
+    rule = RULES[entry["expect_rule"]]
+    if "sglang" in rule.engines:
+        assert out["fixes"][0]["steps"] == rule.steps_for("sglang")
+    else:
+        assert rule.id not in [f["id"] for f in out["fixes"]]
+    bad = run_cli("classify", str(TRACES / entry["file"]), "--engine", "no-such-engine")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_rich_panel_shows_class_fix_and_steps():
+    entry = PER_ENGINE["llama.cpp"]
+    proc = run_cli("classify", str(TRACES / entry["file"]), "--similar", "0", env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    rule = RULES[entry["expect_rule"]]
+    assert "class" in out and "component" in out and "llama.cpp" in out
+    assert rule.title in out
+    first_step = " ".join(rule.steps_for("llama.cpp")[0].split())
+    assert first_step in out
+
+
+# ---- the wrapper "Engine core initialization failed" ------------------------------------------------------------------
+EXCEPTION = re.compile(r"^\s*((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception))(?::|$)")
+
+
+def wrapped_bodies() -> list[tuple[str, str]]:
+    """Real vLLM issue bodies in which 'Engine core initialization failed' follows a real exception."""
+    out = []
+    with gzip.open(corpus_file("vllm.jsonl.gz"), "rt", encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            body = (r["body"] or "").replace("\r", "")
+            if "Engine core initialization failed" not in body:
+                continue
+            before = body[:body.index("Engine core initialization failed")].split("\n")
+            real = [ln.strip() for ln in before if EXCEPTION.match(ln) and "Engine core" not in ln]
+            if real:
+                out.append((f"vllm#{r['number']}", body, real[-1]))
+    return out
+
+
+def test_wrapper_is_never_the_exception_or_root_line(triage):
+    cases = wrapped_bodies()
+    assert len(cases) >= 3
+    named = 0
+    for ref, body, real in cases:
+        result = triage.run(body, similar=0)
+        assert result.exception and not is_wrapper(result.exception), ref
+        assert "Engine core initialization failed" not in result.exception, ref
+        assert result.evidence and not any(is_wrapper(e) for e in result.evidence), (ref, result.evidence)
+        # where the error above the wrapper is a plain Python exception, that exception is reported
+        if real.split(":")[0] in ("ImportError", "AttributeError"):
+            named += 1
+            assert result.exception.startswith(real.split(":")[0]), (ref, result.exception, real)
+    assert named
+
+
+def test_engine_core_failed_to_start_points_at_the_value_error(triage):
+    result = triage.run((TRACES / "vllm_startup_free_mem_1.txt").read_bytes())
+    assert result.exception.startswith("ValueError: Free memory on device")
+    assert result.fixes[0]["id"] == "vllm-startup-free-mem-below-util"
+
+
+# ---- robustness -------------------------------------------------------------------------------------------------------
+def _ten_megabytes() -> bytes:
+    trace = (TRACES / PER_ENGINE["vllm"]["file"]).read_bytes()
+    return (trace * (10_000_000 // len(trace) + 1))[:10_000_000]
+
+
+def _invalid_utf8() -> bytes:
+    trace = (TRACES / PER_ENGINE["sglang"]["file"]).read_bytes()
+    return trace.replace(b"\n", b" \xff\xfe\xc3\x28 caf\xe9\n", 5)
+
+
+ROBUSTNESS = {
+    "10MB": (_ten_megabytes, {0}),
+    "random-bytes": (lambda: random.Random(0).randbytes(200_000), {2}),
+    "invalid-utf8": (_invalid_utf8, {0}),
+    "ansi-only": (lambda: b"\x1b[31m\x1b[0m\x1b[1;32m\x1b[0m\x1b[2K\r\n" * 500, {2}),
+    "empty": (lambda: b"", {2}),
+}
+
+
+@pytest.mark.parametrize("name", list(ROBUSTNESS))
+def test_robust_input(name, tmp_path):
+    make, codes = ROBUSTNESS[name]
+    data = make()
+    path = tmp_path / "input.log"
+    path.write_bytes(data)
+    started = time.perf_counter()
+    proc = run_cli("classify", str(path), "--json", "--similar", "0")
+    seconds = time.perf_counter() - started
+    print(f"\nclassify {name} ({len(data):,} bytes): exit {proc.returncode} in {seconds:.2f} s")
+    assert seconds < 10
+    assert proc.returncode in codes, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    if proc.returncode == 2:
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("retriage: error:"), proc.stderr
+        assert proc.stdout == ""
+    else:
+        out = json.loads(proc.stdout)
+        check_shape(out)
+        if name == "10MB":
+            assert any("kept the first" in n for n in out["notes"])
+        if name == "invalid-utf8":
+            assert any("UTF-8" in n for n in out["notes"])
+
+
+def test_no_input_on_a_terminal_or_missing_file(tmp_path):
+    proc = run_cli("classify", str(tmp_path / "missing.log"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
