@@ -1,0 +1,257 @@
+"""The classifier: heads, the saved model and its version, the shipped model, the labeled set and its split, and a
+small end-to-end training run on real labeled issues (embedded with the numpy MiniLM port through a DuckDB cache)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriage.classifier import current_model_version
+from retriage.classifier.dataset import label_files, load_gold, read_labels, snapshot_index, split
+from retriage.classifier.embed import NumpyMiniLM
+from retriage.classifier.features import VIEW_FIELDS, Tfidf, dense_features, keyword_vector, rule_vector, views
+from retriage.classifier.head import LinearHead
+from retriage.classifier.model import IssueClassifier, shipped_model_dir
+from retriage.taxonomy import canonical_repo, component_ids, fix_tag_ids, re_class_ids, resource_class_ids
+
+
+@pytest.fixture(scope="module")
+def gold():
+    return load_gold()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return NumpyMiniLM()
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return IssueClassifier.load()
+
+
+def shortest(examples, n: int) -> list:
+    return sorted(examples, key=lambda e: (len(e.title) + len(e.body), e.repo, e.number))[:n]
+
+
+def embed(minilm, v) -> list[np.ndarray]:
+    return [minilm.encode([getattr(x, f) for x in v]) for f in VIEW_FIELDS]
+
+
+# ---- the labeled set and its split ----------------------------------------------------------------------------------
+def test_labeled_set_size_classes_and_urls(gold):
+    counts = Counter(e.re_class for e in gold)
+    print(f"\n{len(gold)} labeled issues: {dict(sorted(counts.items()))}")
+    assert len(gold) >= 900
+    assert all(counts[c] >= 60 for c in resource_class_ids()), counts
+    for e in gold:
+        assert e.re_class in re_class_ids() and e.component in component_ids() and e.known_fix in fix_tag_ids()
+    for path in label_files():
+        for r in read_labels(path):
+            m = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)/issues/(\d+)", r.get("html_url") or "")
+            assert m, f"{path.name}: {r.get('repo')}#{r.get('number')} has no issue html_url"
+            assert (canonical_repo(m.group(1)), int(m.group(2))) == (canonical_repo(r["repo"]), r["number"])
+
+
+def test_split_is_deterministic_disjoint_and_newest_per_repo_in_dev(gold):
+    train, dev = split(gold)
+    assert (train, dev) == split(list(gold))
+    assert (train, dev) == split(list(reversed(gold)))
+    keys_tr, keys_dv = {e.key for e in train}, {e.key for e in dev}
+    assert not keys_tr & keys_dv and keys_tr | keys_dv == {e.key for e in gold}
+    assert len(train) + len(dev) == len(gold)
+    groups = {(e.repo, e.source) for e in gold}
+    for repo, source in groups:
+        tr = [e.number for e in train if (e.repo, e.source) == (repo, source)]
+        dv = [e.number for e in dev if (e.repo, e.source) == (repo, source)]
+        n = len(tr) + len(dv)
+        assert len(dv) == round(n * 0.25), (repo, source)
+        if tr and dv:
+            assert max(tr) < min(dv), f"{repo} ({source}): a dev issue is older than a training issue"
+    assert 0.2 < len(dev) / len(gold) < 0.3
+
+
+# ---- LinearHead ---------------------------------------------------------------------------------------------------
+def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path):
+    train, dev = split(gold)
+    train = shortest([e for e in train if e.source == "corpus"], 300)
+    dev = shortest(dev, 40)
+    vt, vd = [views(e.title, e.body) for e in train], [views(e.title, e.body) for e in dev]
+    tfidf = Tfidf().fit([x.lexical for x in vt])
+
+    def dense(v):
+        return np.array([np.concatenate([keyword_vector(x.lexical), rule_vector(x.lexical)]) for x in v],
+                        dtype=np.float32)
+
+    head = LinearHead.fit(dense(vt), tfidf.transform([x.lexical for x in vt]), [e.component for e in train],
+                          component_ids(), C=4.0)
+    rows = [tfidf.transform_one(x.lexical) for x in vd]
+    before = head.predict_proba(dense(vd), rows)
+    np.savez(tmp_path / "head.npz", **head.to_arrays("component"))
+    with np.load(tmp_path / "head.npz", allow_pickle=False) as a:
+        loaded = LinearHead.from_arrays({k: a[k] for k in a.files}, "component", head.classes)
+    after = loaded.predict_proba(dense(vd), rows)
+    assert np.array_equal(before, after)
+    assert np.allclose(before.sum(axis=1), 1.0, atol=1e-5) and (before >= 0).all()
+    assert head.temperature > 0 and set(head.classes) <= set(component_ids())
+
+
+# ---- IssueClassifier: persistence and version ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sample(gold, minilm):
+    """Six short real labeled issues, their views and numpy-MiniLM embeddings."""
+    items = shortest([e for e in gold if e.source == "corpus"], 3) + shortest([e for e in gold if e.re_class != "none"], 3)
+    v = [views(e.title, e.body) for e in items]
+    return items, v, embed(minilm, v)
+
+
+def test_save_load_round_trip_and_content_hash(shipped, sample, tmp_path):
+    _, v, emb = sample
+    version = shipped.save(tmp_path / "a")
+    assert version == shipped.version == current_model_version(), "same content, same version"
+    time.sleep(1.1)
+    again = IssueClassifier.load(tmp_path / "a")
+    assert again.save(tmp_path / "b") == version
+    for name in ("weights.npz", "vocab.txt", "meta.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert [p.to_dict() for p in again.predict(v, emb)] == [p.to_dict() for p in shipped.predict(v, emb)]
+
+    changed = IssueClassifier.load(tmp_path / "a")
+    changed.re_head.bias = changed.re_head.bias.copy()
+    changed.re_head.bias[0] += np.float32(0.01)
+    other = changed.save(tmp_path / "c")
+    assert other != version and IssueClassifier.load(tmp_path / "c").version == other
+
+    tuned = IssueClassifier.load(tmp_path / "a")
+    tuned.threshold = round(tuned.threshold + 0.01, 4)
+    assert tuned.save(tmp_path / "d") not in (version, other)
+    assert re.fullmatch(r"m-[0-9a-f]{12}", version)
+
+
+def test_weights_are_plain_arrays():
+    with np.load(shipped_model_dir() / "weights.npz", allow_pickle=False) as a:
+        assert a.files and all(a[k].dtype.kind in "fiu" for k in a.files)
+    meta = json.loads((shipped_model_dir() / "meta.json").read_text())
+    assert meta["model_version"] == current_model_version()
+
+
+# ---- the shipped model ----------------------------------------------------------------------------------------------
+def test_shipped_model_loads_and_predicts(shipped, sample):
+    _, v, emb = sample
+    assert shipped.re_head.classes == re_class_ids() and shipped.component_head.classes == component_ids()
+    assert 0 < shipped.threshold < 1
+    for p in shipped.predict(v, emb):
+        assert p.re_class in re_class_ids() and p.component in component_ids()
+        assert 0 <= p.re_confidence <= 1 and 0 <= p.component_confidence <= 1
+        assert p.abstained == (p.re_confidence < shipped.threshold)
+        assert abs(sum(p.re_probs.values()) - 1) < 1e-3 and abs(sum(p.component_probs.values()) - 1) < 1e-3
+        assert p.re_confidence == max(p.re_probs.values()) and p.re_probs[p.re_class] == p.re_confidence
+
+
+def test_abstention_follows_the_threshold(sample):
+    _, v, emb = sample
+    model = IssueClassifier.load()
+    best = model.predict(v, emb)
+    model.threshold = 1.01
+    unsure = model.predict(v, emb)
+    assert all(p.abstained for p in unsure)
+    assert [p.re_class for p in unsure] == [p.re_class for p in best], "the best guess stays when abstaining"
+    model.threshold = 0.0
+    assert not any(p.abstained for p in model.predict(v, emb))
+
+
+def test_shipped_meta_has_dev_figures(shipped):
+    meta = shipped.meta
+    dev = meta["dev"]
+    for key in ("re_class_macro_f1", "component_macro_f1", "coverage"):
+        assert 0.0 < dev[key] <= 1.0, key
+    assert meta["n_train"] > 0 and meta["n_dev"] > 0
+    assert 0.2 < meta["n_dev"] / (meta["n_train"] + meta["n_dev"]) < 0.3
+    assert meta["embedding_model"] == "all-MiniLM-L6-v2"
+    print(f"\nshipped model {shipped.version}: dev {dev} on {meta['n_dev']} issues ({meta['n_train']} trained)")
+
+
+# ---- training end to end --------------------------------------------------------------------------------------------
+class CountingEmbedder:
+    """A test double of the external embedding model: the real numpy MiniLM, counting the texts it embeds."""
+
+    texts = 0
+    shared = None
+
+    def __init__(self):
+        CountingEmbedder.shared = CountingEmbedder.shared or NumpyMiniLM()
+
+    def encode(self, texts, progress=None):
+        CountingEmbedder.texts += len(texts)
+        return CountingEmbedder.shared.encode(texts, progress)
+
+
+def small_labels_folder(folder: Path) -> int:
+    """~120 records copied from taxonomy/labels: the shortest issues of each class (texts from the snapshot or the
+    labeler's summary), as the same JSON lines."""
+    snap = snapshot_index()
+    records, seen = [], set()
+    for path in label_files():
+        for r in read_labels(path):
+            key = (canonical_repo(r["repo"]), int(r["number"]))
+            if key in seen or ("text" not in r and key not in snap):
+                continue
+            seen.add(key)
+            text = (r.get("title") or "") + (r.get("text") or "") if "text" in r else \
+                (snap[key]["title"] or "") + (snap[key]["body"] or "")
+            records.append((len(text), r))
+    chosen = []
+    for c in re_class_ids():
+        chosen += sorted((x for x in records if x[1]["re_class"] == c), key=lambda x: (x[0], x[1]["number"]))[
+            :40 if c == "none" else 20]
+    folder.mkdir()
+    (folder / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for _, r in chosen))
+    return len(chosen)
+
+
+def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
+    from retriage.classifier.train import train
+    from retriage.db.store import connect
+
+    n = small_labels_folder(tmp_path / "labels")
+    shipped_files = {p.name: p.read_bytes() for p in shipped_model_dir().iterdir() if p.is_file()}
+    con = connect(str(tmp_path / "cache.duckdb"))
+
+    CountingEmbedder.texts = 0
+    started = time.perf_counter()
+    first = train(con, tmp_path / "labels", tmp_path / "m1", get_embedder=CountingEmbedder)
+    seconds = time.perf_counter() - started
+    embedded = CountingEmbedder.texts
+    stored = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    print(f"\ntrain on {n} labels: {embedded} texts embedded, {stored} cached, {seconds:.1f} s")
+    assert first.n_train + first.n_dev == n and first.n_dev > 0
+    assert 0 < embedded <= 3 * n and stored == embedded
+
+    model = IssueClassifier.load(tmp_path / "m1")
+    assert model.version == first.version == json.loads((tmp_path / "m1" / "meta.json").read_text())["model_version"]
+    assert set(model.meta["dev"]) >= {"re_class_macro_f1", "component_macro_f1", "coverage"}
+    assert 0 <= model.threshold < 1
+
+    CountingEmbedder.texts = 0
+    second = train(con, tmp_path / "labels", tmp_path / "m2", get_embedder=CountingEmbedder)
+    assert CountingEmbedder.texts == 0, "a retrain on the same database must not embed again"
+    assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == stored
+    with np.load(tmp_path / "m1" / "weights.npz") as a, np.load(tmp_path / "m2" / "weights.npz") as b:
+        assert a.files == b.files and all(np.allclose(a[k], b[k], atol=1e-6) for k in a.files)
+    assert second.model.threshold == first.model.threshold
+
+    # the model trained here predicts what the heads say, on the training texts it has seen
+    items = load_gold(tmp_path / "labels")
+    v = [views(e.title, e.body) for e in items[:5]]
+    emb = [np.vstack([CountingEmbedder.shared.encode([getattr(x, f)]) for x in v]) for f in VIEW_FIELDS]
+    dense = dense_features(emb, [x.lexical for x in v])
+    probs = model.re_head.predict_proba(dense, [model.tfidf.transform_one(x.lexical) for x in v])
+    assert [p.re_class for p in model.predict(v, emb)] == [model.re_head.classes[i] for i in probs.argmax(1)]
+
+    assert {p.name: p.read_bytes() for p in shipped_model_dir().iterdir() if p.is_file()} == shipped_files
