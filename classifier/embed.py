@@ -108,7 +108,10 @@ _blas_state = {"users": 0, "limiter": None}
 
 @contextmanager
 def one_blas_thread():
-    """Run the block with BLAS on one thread (re-entrant, and safe when several threads enter at once).
+    """Run the block with BLAS on one thread (re-entrant; threads that enter while it holds only count).
+
+    To embed in several threads, enter it in the thread that starts them: limited from inside the threads,
+    OpenBLAS kept its worker threads busy and a process that had used them before ran ~15x slower.
 
     The matrices of one MiniLM forward pass are small: BLAS threads cost more than they give, and on a busy
     2-core machine a forward pass ran 3-10x slower with them (14x with the three views in parallel threads).

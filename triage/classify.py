@@ -60,10 +60,15 @@ class Triage:
         self.embedder = embedder or NumpyMiniLM()
 
     def _encode_views(self, texts: list[str]) -> list:
-        """One embedding per view, computed in parallel threads (the matrix products release the GIL)."""
+        """One embedding per view, computed in parallel threads (the matrix products release the GIL).
+
+        BLAS goes to one thread here, before the threads start: limited from inside the threads instead, a
+        process that had run BLAS multi-threaded before took ~15x longer."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(texts)) as pool:
+        from retriage.classifier.embed import one_blas_thread
+
+        with one_blas_thread(), ThreadPoolExecutor(len(texts)) as pool:
             return list(pool.map(lambda t: self.embedder.encode([t]), texts))
 
     def run(self, data: bytes | str, engine: str | None = None, con=None, similar: int = 5) -> TriageResult:
