@@ -233,3 +233,19 @@ def test_no_input_on_a_terminal_or_missing_file(tmp_path):
     proc = run_cli("classify", str(tmp_path / "missing.log"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_warm_triage_stays_fast_after_other_numpy_work(triage):
+    """A long-lived process: BLAS already used with its default threads, then traces answered one after another."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    (a @ a).sum()  # multi-threaded BLAS, as any earlier numpy work in the process
+    data = (TRACES / PER_ENGINE["sglang"]["file"]).read_bytes()
+    triage.run(data, similar=0)
+    started = time.perf_counter()
+    for _ in range(3):
+        triage.run(data, similar=0)
+    seconds = (time.perf_counter() - started) / 3
+    print(f"\nwarm in-process classify: {seconds * 1000:.0f} ms per trace")
+    assert seconds < 1.5  # about 0.2 s here; 2.7 s when BLAS threads were limited from inside the view threads
