@@ -41,6 +41,12 @@ def run_demo(db: str | None, example: str) -> None:
               f"({c['new']} new, {c['updated']} updated, {c['unchanged']} unchanged)")
     n = load_team_labels(con)
     out.print(f"[bold]2. team labels[/]: {n} hand-labeled issues loaded into gold_labels")
+    from retriage.classifier.snapshot_cache import load_into
+
+    with transaction(con):
+        cached = load_into(con)
+    if cached:
+        out.print(f"   embedding cache: {cached} MiniLM vectors of the snapshot's texts loaded from the package")
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

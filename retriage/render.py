@@ -55,7 +55,9 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
         table.add_row("fixes", ", ".join(f"#{n}" for n in links["fixes"]))
     parts += [Text(""), table]
 
-    body = (issue["body"] or "").strip()
+    from retriage.classifier.textprep import for_reading
+
+    body = for_reading(issue["body"] or "", body_chars * 2).strip()  # templates and environment dumps dropped
     if body:
         snippet = body[:body_chars] + (" …" if len(body) > body_chars else "")
         parts += [Text(""), Text(snippet, style="white")]
