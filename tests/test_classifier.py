@@ -193,7 +193,7 @@ class CountingEmbedder:
 
 
 def small_labels_folder(folder: Path) -> int:
-    """~120 records copied from taxonomy/labels: the shortest issues of each class (texts from the snapshot or the
+    """~90 records copied from taxonomy/labels: the shortest issues of each class (texts from the snapshot or the
     labeler's summary), as the same JSON lines."""
     snap = snapshot_index()
     records, seen = [], set()
@@ -209,7 +209,7 @@ def small_labels_folder(folder: Path) -> int:
     chosen = []
     for c in re_class_ids():
         chosen += sorted((x for x in records if x[1]["re_class"] == c), key=lambda x: (x[0], x[1]["number"]))[
-            :40 if c == "none" else 20]
+            :30 if c == "none" else 15]
     folder.mkdir()
     (folder / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for _, r in chosen))
     return len(chosen)
