@@ -170,13 +170,13 @@ def _clf_corpus_records(per_repo: int, max_body: int) -> list[dict]:
 def labeled_db(tmp_path_factory):
     """A DuckDB holding a slice of real corpus issues, labeled by `retriage label` (sentence-transformers).
 
-    The slice: 50 short issues per engine, the six shortest issues the team labeled with a known fix, and one
+    The slice: 35 short issues per engine, the six shortest issues the team labeled with a known fix, and one
     real issue re-shaped as a GitHub API pull request (the corpus holds none) that must stay unlabeled."""
     from retriage.classifier.dataset import load_gold, snapshot_index
     from retriage.taxonomy import canonical_repo
 
     folder = tmp_path_factory.mktemp("labeled")
-    records = _clf_corpus_records(per_repo=50, max_body=500)
+    records = _clf_corpus_records(per_repo=35, max_body=500)
     keys = {(canonical_repo(r["repo"]), r["number"]) for r in records}
     snap = snapshot_index()
     team = sorted((e for e in load_gold() if e.source == "corpus" and e.known_fix != "none"),
@@ -185,7 +185,7 @@ def labeled_db(tmp_path_factory):
         if (e.repo, e.number) not in keys and (e.repo, e.number) in snap:
             records.append(snap[(e.repo, e.number)])
             keys.add((e.repo, e.number))
-    donor = next(r for r in _clf_corpus_records(per_repo=60, max_body=500)
+    donor = next(r for r in _clf_corpus_records(per_repo=45, max_body=500)
                  if (canonical_repo(r["repo"]), r["number"]) not in keys)
     pr = dict(donor, html_url=donor["html_url"].replace("/issues/", "/pull/"),
               pull_request={"url": donor["html_url"].replace("github.com/", "api.github.com/repos/")

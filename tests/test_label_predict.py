@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -191,27 +190,29 @@ def test_predict_missing_input_or_output_folder(tmp_path):
 
 
 # ---- eval ---------------------------------------------------------------------------------------------------------
-def small_gold(labeled_db) -> list:
-    """The team's labels of the issues in the labeled database: their embeddings are cached there already."""
-    keys = {(r[0], r[1]) for r in rows(labeled_db.path, "SELECT repo, number FROM issues")}
-    return [e for e in load_gold() if e.key in keys]
+def small_gold() -> list:
+    """The two shortest dev-split issues of each class, as the team labeled them."""
+    _, dev = split(load_gold())
+    gold = []
+    for c in re_class_ids():
+        gold += sorted((e for e in dev if e.re_class == c and e.source == "corpus"),
+                       key=lambda e: (len(e.title) + len(e.body), e.number))[:2]
+    return gold
 
 
 @pytest.fixture(scope="module", autouse=True)
-def eval_run(tmp_path_factory, labeled_db):
-    """`retriage eval --gold F --json`, started as soon as the database is labeled: its TF-IDF baseline trains on
-    the whole labeled set and takes most of a minute on two cores, so it runs beside the other tests."""
+def eval_run(tmp_path_factory):
+    """`retriage eval --gold F --json`, started when this module starts: its TF-IDF baseline trains on the whole
+    labeled set and takes most of a minute on two cores, so it runs beside the other tests of the module."""
     folder = tmp_path_factory.mktemp("eval")
-    gold = small_gold(labeled_db)
+    gold = small_gold()
     path = folder / "gold.jsonl"
     path.write_text("".join(json.dumps({"repo": e.repo, "number": e.number, "re_class": e.re_class,
                                         "component": e.component}) + "\n" for e in gold))
     env = {k: v for k, v in os.environ.items() if k != "RETRIAGE_DB"}
     env["HF_HUB_OFFLINE"] = "1"
-    db = folder / "copy.duckdb"  # eval opens its database for writing; the other tests read the original
-    shutil.copyfile(labeled_db.path, db)
     proc = subprocess.Popen([sys.executable, "-m", "retriage.cli", "eval", "--gold", str(path), "--json",
-                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--db", str(folder / "eval.duckdb")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=str(ROOT))
     yield gold, proc
     if proc.poll() is None:
@@ -227,7 +228,7 @@ def test_eval_json_prints_model_and_three_baselines(eval_run):
     assert proc.returncode == 0, stderr
     report = json.loads(stdout)
     team = load_gold()
-    assert len({e.re_class for e in gold}) >= 2
+    assert {e.re_class for e in gold} == set(re_class_ids())
     assert report["n"] == len(gold) and report["n_train"] == len(team) - len(gold)
     for target in ("re_class", "component"):
         systems = report["scores"][target]
@@ -243,7 +244,7 @@ def test_eval_json_prints_model_and_three_baselines(eval_run):
         labels = sorted(set(y) | {majority})
         want = f1_score(y, [majority] * len(y), labels=labels, average="macro", zero_division=0)
         assert systems["majority"]["macro_f1"] == pytest.approx(want, abs=1e-4)
-    print("\neval on", len(gold), "team-labeled issues of the slice:",
+    print("\neval on", len(gold), "dev-split issues:",
           {t: {k: v["macro_f1"] for k, v in report["scores"][t].items()} for t in report["scores"]})
 
 
