@@ -12,6 +12,8 @@ $(BIN)/retriage: pyproject.toml
 	# torch pinned first: 2.13.0 is a CPU build; an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# byte-compile our sources once: a fresh `retriage classify` then starts without compiling them
+	$(BIN)/python -m compileall -q retriage db miner taxonomy classifier triage report > /dev/null
 	touch $(BIN)/retriage
 
 install: $(BIN)/retriage
