@@ -25,10 +25,10 @@ test: install
 	$(BIN)/pytest -q
 
 bench: install
-	$(BIN)/python bench/label
+	$(BIN)/python bench/label --limit 400
 	$(BIN)/python bench/classify
 	$(BIN)/python bench/report
-	$(BIN)/python bench/mine
+	sh bench/mine
 
 clean:
 	rm -rf $(VENV) retriage.duckdb retriage.duckdb.wal
