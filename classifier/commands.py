@@ -4,14 +4,12 @@ and renders the result; heavy imports happen inside the functions."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from retriage.errors import UserError
 
 DbOption = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
 
