@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from retriage.classifier.features import views
-from retriage.classifier.predict import known_fixes, predict_texts
+from retriage.classifier.predict import known_fixes, predict_views
 from retriage.db.importer import iter_objects
 from retriage.db.records import RecordError, issue_row
 from retriage.errors import UserError
@@ -31,15 +31,16 @@ def read_issues(path: Path) -> list[dict]:
 
 
 def predict_records(rows: list[dict]) -> list[dict]:
-    preds = predict_texts([(r["title"], r["body"]) for r in rows])
+    v = [views(r["title"], r["body"]) for r in rows]
+    preds = predict_views(v)
     out = []
-    for r, p in zip(rows, preds):
+    for r, x, p in zip(rows, v, preds):
         engine = engine_for_repo(r["repo"])
         out.append({
             "repo": r["repo"], "number": r["number"],
             "re_class": p.re_class, "re_confidence": p.re_confidence,
             "component": p.component, "component_confidence": p.component_confidence,
-            "known_fixes": known_fixes(views(r["title"], r["body"]).lexical, engine.id if engine else None),
+            "known_fixes": known_fixes(x.lexical, engine.id if engine else None),
             "abstained": p.abstained,
         })
     return out

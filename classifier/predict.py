@@ -7,7 +7,7 @@ from typing import Callable
 
 import duckdb
 
-from retriage.classifier.features import views
+from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
 from retriage.classifier.train import embed_views
 from retriage.triage.rules import match_rules
@@ -26,8 +26,14 @@ def predict_texts(items: list[tuple[str | None, str | None]], model: IssueClassi
                   con: duckdb.DuckDBPyConnection | None = None, get_embedder: Callable[[], object] | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Prediction]:
     """Predictions for (title, body) pairs. Embeddings go through the database cache when `con` is given."""
+    return predict_views([views(t, b) for t, b in items], model, con, get_embedder, progress)
+
+
+def predict_views(v: list[Views], model: IssueClassifier | None = None,
+                  con: duckdb.DuckDBPyConnection | None = None, get_embedder: Callable[[], object] | None = None,
+                  progress: Callable[[int], None] | None = None) -> list[Prediction]:
+    """Predictions for issues whose views are already prepared."""
     model = model or IssueClassifier.load()
-    v = [views(t, b) for t, b in items]
     if not v:
         return []
     if get_embedder is None:

@@ -52,7 +52,8 @@ _ENV_KEEP_RE = re.compile(r"(?i)\berror\b|out of memory|\bfailed\b|exception")
 _BARE_ENV_RE = re.compile(r"^\s*(?:/\S+\.so(?:\.\d+)*|[A-Z][A-Z0-9_]{2,}=\S*)\s*$")
 _PIP_FREEZE_RE = re.compile(r"^\s*[A-Za-z0-9_.\-\[\]]+\s*(?:==|@ file:|\s{2,})\s*[\w.+\-]+\s*$")
 _CARET_RE = re.compile(r"^\s*[\^~]{3,}\s*$")
-_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+# A Python traceback frame: groups path, line number, function. Shared with triage/logtext.py.
+FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC_RE = re.compile(
     r"^\s*(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)|AssertionError|KeyError|"
     r"torch\.OutOfMemoryError|OutOfMemoryError)(?::|$)"
@@ -145,11 +146,11 @@ def key_lines(lines: list[str], max_frames: int = 3) -> list[str]:
 
     frames: list[str] = []
     for line in lines:
-        m = _FRAME_RE.match(line)
+        m = FRAME_RE.match(line)
         if m:
             path = m.group(1)
             short = "/".join(path.split("/")[-2:])
-            frames.append(f"{short} in {m.group(2)}")
+            frames.append(f"{short} in {m.group(3)}")
             continue
         if _EXC_RE.match(line):
             for f in frames[-max_frames:]:
@@ -167,7 +168,7 @@ def prepare(title: str | None, body: str | None, max_chars: int = 2000) -> str:
     lines = clean_lines(body or "")
     keys = key_lines(lines)
     key_set = set(keys)
-    prose = [ln.strip() for ln in lines if ln.strip() not in key_set and not _FRAME_RE.match(ln)]
+    prose = [ln.strip() for ln in lines if ln.strip() not in key_set and not FRAME_RE.match(ln)]
     parts = [title] + keys[:12] + prose
     text = "\n".join(p for p in parts if p)
     text = _URL_RE.sub("URL", text)

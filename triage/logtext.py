@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from retriage.classifier.textprep import strip_ansi, strip_prefix
+from retriage.classifier.textprep import FRAME_RE, strip_ansi, strip_prefix
 from retriage.errors import UserError
 from retriage.triage.rules import is_wrapper
 
 MAX_BYTES = 300_000
 HEAD_BYTES = 100_000
 
-_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC_RE = re.compile(
     r"^\s*((?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|OutOfMemoryError))"
     r"(?::\s*(.*))?$")
@@ -74,7 +73,7 @@ def parse(data: bytes | str) -> LogText:
     log = LogText(lines, notes=notes)
     frames: list[str] = []
     for i, line in enumerate(lines):
-        m = _FRAME_RE.match(line)
+        m = FRAME_RE.match(line)
         if m:
             frames.append(f"{'/'.join(m.group(1).split('/')[-3:])}:{m.group(2)} in {m.group(3)}")
             continue
@@ -84,7 +83,7 @@ def parse(data: bytes | str) -> LogText:
             log.frames = frames[-5:]
             frames = []
     for i in range(len(lines) - 1, -1, -1):
-        if _ERROR_RE.search(lines[i]) and not is_wrapper(lines[i]) and not _FRAME_RE.match(lines[i]):
+        if _ERROR_RE.search(lines[i]) and not is_wrapper(lines[i]) and not FRAME_RE.match(lines[i]):
             log.last_error_line = i
             break
     return log
