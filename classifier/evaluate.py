@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retriage.classifier.features import keyword_patterns
+from retriage.classifier.folded import fold
 from retriage.taxonomy import component_ids, re_class_ids
 
 
@@ -47,6 +48,7 @@ def keyword_rules(texts: list[str], target: str) -> list[str]:
     """RE class: the first class (in the guide's tie-break order) with a keyword hit, else none.
     Component: the component with most keyword hits, else other."""
     pats = keyword_patterns()
+    texts = [fold(t) for t in texts]
     out = []
     if target == "re_class":
         order = ["RE.2", "RE.3", "RE.4", "RE.1"]

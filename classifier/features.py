@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from retriage.classifier.folded import compile_folded, fold
 from retriage.classifier.textprep import clean_lines, key_lines, prepare
 from retriage.taxonomy import HERE as TAXONOMY_DIR
 
@@ -52,17 +53,19 @@ def views(title: str | None, body: str | None) -> Views:
 
 @lru_cache(maxsize=1)
 def keyword_patterns() -> list[tuple[str, str, re.Pattern]]:
+    """(section, name, pattern) per keyword signal; each pattern is searched case-insensitively in `fold(text)`."""
     with open(TAXONOMY_DIR / "keywords.toml", "rb") as f:
         data = tomllib.load(f)
     out = []
     for section in ("re_class", "component"):
         for name, pats in data[section].items():
-            out += [(section, name, re.compile(p, re.I)) for p in pats]
+            out += [(section, name, compile_folded(p)) for p in pats]
     return out
 
 
 def keyword_vector(text: str) -> np.ndarray:
-    return np.array([1.0 if p.search(text) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
+    folded = fold(text)
+    return np.array([1.0 if p.search(folded) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
 
 
 def tokens(text: str) -> list[str]:

@@ -1,8 +1,9 @@
 """The known-fix rules (triage/rules.toml): loading and matching.
 
 File order is priority: the first rule that matches is the primary answer. Patterns are searched
-case-insensitively in each line of a normalised log; a rule with a not_pattern that matches anywhere does not
-apply. Each match keeps the line that matched, shown as evidence.
+case-insensitively in each line of a normalised log (as patterns for lowercased text: classifier/folded.py); a
+rule with a not_pattern that matches anywhere does not apply. Each match keeps the line that matched, shown as
+evidence.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from retriage.classifier.folded import compile_folded, fold
 from retriage.taxonomy import component_ids, fix_tag_ids, re_class_ids
 
 RULES_FILE = Path(__file__).resolve().parent / "rules.toml"
@@ -27,8 +29,8 @@ class Rule:
     re_class: str
     component: str
     engines: tuple[str, ...]
-    pattern: re.Pattern  # all patterns as one alternation, multi-line
-    not_pattern: re.Pattern | None
+    pattern: re.Pattern  # all patterns as one alternation, multi-line, for folded (lowercased) text
+    not_pattern: re.Pattern | None  # likewise
     steps: dict = field(hash=False)
     caveats: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -49,7 +51,8 @@ class RulesError(ValueError):
 
 
 def _alternation(patterns: list[str]) -> re.Pattern:
-    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.MULTILINE)
+    """One case-insensitive multi-line pattern to search in `fold(text)`."""
+    return compile_folded("|".join(f"(?:{p})" for p in patterns), re.MULTILINE)
 
 
 def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
@@ -70,7 +73,7 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
         try:
             pat = _alternation(d["patterns"])
             notp = _alternation(d["not_patterns"]) if d.get("not_patterns") else None
-        except re.error as e:
+        except (re.error, ValueError) as e:
             raise RulesError(f"rule {rid}: bad regex: {e}") from None
         rules.append(Rule(rid, d["tag"], d["title"], d["re_class"], d["component"], tuple(d.get("engines", [])),
                           pat, notp, dict(d.get("steps", {})), tuple(d.get("caveats", [])),
@@ -84,16 +87,22 @@ def default_rules() -> tuple[list[Rule], re.Pattern]:
     return load_rules()
 
 
+def applies_to(rule: Rule, engine: str | None) -> bool:
+    """A rule restricted to some engines does not apply to a log of another engine (any rule applies when the
+    engine is unknown)."""
+    return not (engine and rule.engines and engine not in rule.engines)
+
+
 def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] | None = None) -> list[Match]:
     """Every applicable rule that matches, in priority order, each with its first matching line.
 
     With a known engine, rules restricted to other engines are skipped."""
     rules = rules if rules is not None else default_rules()[0]
-    text = "\n".join(lines)
+    text = fold("\n".join(lines))
     starts = None
     out = []
     for rule in rules:
-        if engine and rule.engines and engine not in rule.engines:
+        if not applies_to(rule, engine):
             continue
         m = rule.pattern.search(text)
         if not m:
@@ -111,4 +120,4 @@ def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] |
 
 
 def is_wrapper(line: str) -> bool:
-    return bool(default_rules()[1].search(line))
+    return bool(default_rules()[1].search(fold(line)))
