@@ -175,28 +175,54 @@ class NumpyMiniLM:
         self.heads = 12
         self.dim = self.word.shape[1]
 
-    def _encode_one(self, ids: list[int]) -> np.ndarray:
-        n = len(ids)
-        h = self.word[ids] + self.pos[:n] + self.type0
-        h = _layer_norm(h, *self.ln_e)
-        hd = self.dim // self.heads
-        scale = np.float32(1.0 / np.sqrt(hd))
-        def linear(x, wb):
-            return x @ wb[0].T + wb[1]
+    def _layers(self, h: np.ndarray, attend) -> np.ndarray:
+        """The encoder layers over hidden states h (..., n, dim); `attend(q, k, v)` computes the attention."""
+        def linear(x, wb):  # as one 2-D product: numpy would run a 3-D one as one small product per sequence
+            return (x.reshape(-1, x.shape[-1]) @ wb[0].T + wb[1]).reshape(*x.shape[:-1], -1)
 
         for L in self.layers:
-            q, k, v = linear(h, L["q"]), linear(h, L["k"]), linear(h, L["v"])
-            ctx = np.empty((n, self.dim), dtype=np.float32)
-            for j in range(self.heads):  # a loop of 2-D matmuls beats numpy's batched matmul here
-                sl = slice(j * hd, (j + 1) * hd)
-                s = (q[:, sl] @ k[:, sl].T) * scale
-                p = np.exp(s - s.max(-1, keepdims=True))
-                p /= p.sum(-1, keepdims=True)
-                ctx[:, sl] = p @ v[:, sl]
+            ctx = attend(linear(h, L["q"]), linear(h, L["k"]), linear(h, L["v"]))
             h = _layer_norm(linear(ctx, L["o"]) + h, *L["ln1"])
             h = _layer_norm(linear(_gelu(linear(h, L["i"])), L["f"]) + h, *L["ln2"])
-        v = h.mean(0)
+        return h
+
+    def _attend_one(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Attention of one sequence (n, dim): a loop of 2-D matmuls beats numpy's batched matmul here."""
+        n, hd = q.shape[0], self.dim // self.heads
+        scale = np.float32(1.0 / np.sqrt(hd))
+        ctx = np.empty((n, self.dim), dtype=np.float32)
+        for j in range(self.heads):
+            sl = slice(j * hd, (j + 1) * hd)
+            s = (q[:, sl] @ k[:, sl].T) * scale
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            ctx[:, sl] = p @ v[:, sl]
+        return ctx
+
+    def _attend_batch(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Attention of a batch of equally long sequences (b, n, dim), no padding."""
+        b, n, _ = q.shape
+        hd = self.dim // self.heads
+
+        def split(x):
+            return x.reshape(b, n, self.heads, hd).transpose(0, 2, 1, 3)
+
+        s = (split(q) @ split(k).transpose(0, 1, 3, 2)) * np.float32(1.0 / np.sqrt(hd))
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        return (p @ split(v)).transpose(0, 2, 1, 3).reshape(b, n, self.dim)
+
+    def _encode_one(self, ids: list[int]) -> np.ndarray:
+        n = len(ids)
+        h = _layer_norm(self.word[ids] + self.pos[:n] + self.type0, *self.ln_e)
+        v = self._layers(h, self._attend_one).mean(0)
         return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
+
+    def hidden_states(self, ids: np.ndarray) -> np.ndarray:
+        """Last-layer hidden states (b, n, dim) of a batch of token-id sequences of one length (b, n)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        h = _layer_norm(self.word[ids] + self.pos[: ids.shape[1]] + self.type0, *self.ln_e)
+        return self._layers(h, self._attend_batch).astype(np.float32)
 
     def encode(self, texts: list[str], progress=None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
