@@ -34,28 +34,42 @@ def train(
     labels: Path = typer.Option(None, help="Folder of labeled *.jsonl files (default: the package's taxonomy/labels)."),
     output: Path = typer.Option(None, help="Where to write the model (default: the package's classifier/model)."),
     as_json: bool = typer.Option(False, "--json", help="Print dev metrics as JSON."),
+    fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
+                                   "of `retriage classify` again (from the model in --output or the package)."),
 ):
-    """Fit the classifier from the labeled set and print its dev-split metrics."""
+    """Fit the classifier from the labeled set and print its dev-split metrics (and the fast path's agreement)."""
+    from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
     from retriage.db.store import connect
     from retriage.taxonomy import LABELS_DIR
 
     con = connect(db)
-    prog, advance = _progress(None, "embedding labeled issues")
+    prog, advance = _progress(None, "embedding issues")
     with prog:
-        result = run_train(con, labels or LABELS_DIR, output, progress=advance)
-    out = {"model_version": result.version, "n_train": result.n_train, "n_dev": result.n_dev,
-           "coverage": round(result.coverage, 4), "dev": {k: v.to_dict() for k, v in result.dev.items()}}
+        if fast_only:
+            model, fast = refresh_fast_head(con, labels or LABELS_DIR, output, progress=advance)
+        else:
+            result = run_train(con, labels or LABELS_DIR, output, progress=advance)
+            model, fast = result.model, result.fast
+    out = {"model_version": model.version, "fast_path": fast.to_dict() if fast else None}
+    if not fast_only:
+        out.update({"n_train": result.n_train, "n_dev": result.n_dev, "coverage": round(result.coverage, 4),
+                    "dev": {k: v.to_dict() for k, v in result.dev.items()}})
     if as_json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     from retriage.classifier.render import scores_table
 
     c = _console()
-    c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues, evaluated on {result.n_dev} dev issues "
-            f"(abstains below confidence {result.model.threshold:.2f}; coverage {result.coverage:.0%})")
-    for target, s in result.dev.items():
-        c.print(scores_table(target, {"model": s}))
+    if not fast_only:
+        c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues, evaluated on {result.n_dev} "
+                f"dev issues (abstains below confidence {result.model.threshold:.2f}; coverage {result.coverage:.0%})")
+        for target, s in result.dev.items():
+            c.print(scores_table(target, {"model": s}))
+    if fast:
+        c.print(f"fast path of `retriage classify` for model {model.version}, on {fast.n} dev issues: answers "
+                f"{fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
+                f"(fast head alone {fast.re_agreement_fast_only:.1%}), same component {fast.component_agreement:.1%}")
 
 
 def label(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
@@ -21,7 +21,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 def _fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
     """The T > 0 minimising the negative log-likelihood of softmax(logits / T) (grid + refinement)."""
     def nll(t: float) -> float:
-        p = _softmax(logits / t)
+        p = softmax(logits / t)
         return float(-np.log(np.clip(p[np.arange(len(y)), y], 1e-12, 1)).mean())
 
     grid = np.exp(np.linspace(np.log(0.05), np.log(20), 80))
@@ -70,15 +70,16 @@ class LinearHead:
         return cls(present, coef[:nd], coef[nd:] * np.float32(sparse_weight), m.intercept_.astype(np.float32),
                    temperature)
 
-    def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        z = dense @ self.w_dense + self.bias
+    def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> np.ndarray:
+        """Logits from dense features (their columns are the weights' rows from `first` on) and TF-IDF rows."""
+        z = dense @ self.w_dense[first:] + self.bias
         for i, (idx, vals) in enumerate(sparse_rows):
             if len(idx):
                 z[i] += vals @ self.w_sparse[idx]
         return z
 
     def predict_proba(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        return _softmax(self.logits(dense, sparse_rows) / self.temperature)
+        return softmax(self.logits(dense, sparse_rows) / self.temperature)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}_w_dense": self.w_dense, f"{prefix}_w_sparse": self.w_sparse,

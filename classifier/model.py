@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retriage.classifier.features import Tfidf, Views, dense_features
-from retriage.classifier.head import LinearHead
+from retriage.classifier.embed import DIM
+from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features
+from retriage.classifier.head import LinearHead, softmax
 from retriage.errors import UserError
 
 WEIGHTS = "weights.npz"
@@ -50,6 +51,7 @@ class IssueClassifier:
         self.component_head = component_head
         self.threshold = threshold
         self.meta = dict(meta or {})
+        self.folder: Path | None = None  # where it was loaded from or saved to
 
     # ---- features and prediction -------------------------------------------------------------------------
     def features(self, v: list[Views], embeddings: list[np.ndarray]):
@@ -57,13 +59,39 @@ class IssueClassifier:
         sparse_rows = [self.tfidf.transform_one(x.lexical) for x in v]
         return dense, sparse_rows
 
+    @property
+    def embedding_width(self) -> int:
+        """How many leading dense features are the concatenated view embeddings."""
+        return len(VIEW_FIELDS) * DIM
+
+    def lexical_logits(self, v: list[Views]) -> tuple[np.ndarray, np.ndarray]:
+        """Each head's logits without the embedding part: keyword and rule signals, TF-IDF and the bias."""
+        dense = dense_features([], [x.lexical for x in v])  # the signals that follow the embeddings
+        rows = [self.tfidf.transform_one(x.lexical) for x in v]
+        w = self.embedding_width
+        return (self.re_head.logits(dense, rows, first=w), self.component_head.logits(dense, rows, first=w))
+
+    def embedding_logits(self, embeddings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The embedding part of each head's logits (add to `lexical_logits` for the whole)."""
+        e = np.hstack(embeddings).astype(np.float32)
+        w = self.embedding_width
+        return e @ self.re_head.w_dense[:w], e @ self.component_head.w_dense[:w]
+
     def predict(self, v: list[Views], embeddings: list[np.ndarray]) -> list[Prediction]:
         """Predictions for issues given their views and the embeddings of each view (VIEW_FIELDS order)."""
-        dense, sparse_rows = self.features(v, embeddings)
-        pr = self.re_head.predict_proba(dense, sparse_rows)
-        pc = self.component_head.predict_proba(dense, sparse_rows)
+        lr, lc = self.lexical_logits(v)
+        er, ec = self.embedding_logits(embeddings)
+        return self.predictions(lr + er, lc + ec)
+
+    def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated probabilities from each head's logits."""
+        return softmax(z_re / self.re_head.temperature), softmax(z_comp / self.component_head.temperature)
+
+    def predictions(self, z_re: np.ndarray, z_comp: np.ndarray) -> list[Prediction]:
+        """Predictions from each head's logits."""
+        pr, pc = self.probabilities(z_re, z_comp)
         out = []
-        for i in range(len(v)):
+        for i in range(len(pr)):
             r, c = int(pr[i].argmax()), int(pc[i].argmax())
             out.append(Prediction(
                 re_class=self.re_head.classes[r], re_confidence=round(float(pr[i, r]), 4),
@@ -99,6 +127,7 @@ class IssueClassifier:
         (folder / VOCAB).write_text(vocab_text, encoding="utf-8")
         (folder / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         self.meta = meta
+        self.folder = folder
         return meta["model_version"]
 
     @classmethod
@@ -113,4 +142,6 @@ class IssueClassifier:
         tfidf = Tfidf(vocab, arrays["tfidf_idf"])
         re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
         comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
-        return cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta)
+        model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta)
+        model.folder = folder
+        return model

@@ -1,7 +1,8 @@
 """Training: labeled set -> embeddings (cached) -> features -> two heads -> abstain threshold -> saved model.
 
 The dev split (classifier/dataset.py) never trains anything: it picks the regularisation strength and the
-abstain threshold and reports the figures.
+abstain threshold and reports the figures. Last, the fast head of `retriage classify` is distilled from the new
+model (classifier/distill.py) and saved beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
 from retriage.classifier.dataset import Example, load_gold, split
-from retriage.classifier.embed import SentenceTransformerEmbedder
+from retriage.classifier.embed import DIM, SentenceTransformerEmbedder
 from retriage.classifier.embedding_cache import embed_cached
 from retriage.classifier.evaluate import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
@@ -37,6 +38,7 @@ class TrainResult:
     coverage: float
     n_train: int
     n_dev: int
+    fast: object = None  # distill.Agreement of the fast path with this model on the dev split
 
 
 def embed_views(con: duckdb.DuckDBPyConnection | None, v: list[Views], progress: Callable[[int], None] | None = None,
@@ -79,14 +81,21 @@ def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage:
     return best_t
 
 
-def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
-          progress: Callable[[int], None] | None = None, get_embedder=None) -> TrainResult:
+def labeled_split(con, labels_dir: Path, progress=None, get_embedder=None):
+    """(examples, train split, dev split, their views, their view embeddings through the cache)."""
     examples = load_gold(labels_dir)
     tr, dv = split(examples)
     tr_v = [views(e.title, e.body) for e in tr]
     dv_v = [views(e.title, e.body) for e in dv]
-    tr_emb = embed_views(con, tr_v, progress, get_embedder)
-    dv_emb = embed_views(con, dv_v, progress, get_embedder)
+    return (examples, tr, dv, tr_v, dv_v, embed_views(con, tr_v, progress, get_embedder),
+            embed_views(con, dv_v, progress, get_embedder))
+
+
+def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
+          progress: Callable[[int], None] | None = None, get_embedder=None,
+          unlabeled: list[Views] | None = None) -> TrainResult:
+    """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled)."""
+    examples, tr, dv, tr_v, dv_v, tr_emb, dv_emb = labeled_split(con, labels_dir, progress, get_embedder)
     tfidf = Tfidf().fit([x.lexical for x in tr_v])
     dense_tr = dense_features(tr_emb, [x.lexical for x in tr_v])
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
@@ -118,8 +127,47 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         "dev": {"re_class_macro_f1": dev["re_class"].macro_f1, "component_macro_f1": dev["component"].macro_f1,
                 "coverage": round(coverage, 4)},
     }
-    version = model.save(out_dir or shipped_model_dir())
-    return TrainResult(model, version, dev, coverage, len(tr), len(dv))
+    out_dir = Path(out_dir or shipped_model_dir())
+    version = model.save(out_dir)
+    fast = distill_fast_head(con, model, examples, tr_v, tr_emb, dv_v, dv_emb, out_dir, progress, get_embedder,
+                             unlabeled)
+    return TrainResult(model, version, dev, coverage, len(tr), len(dv), fast)
+
+
+def refresh_fast_head(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR,
+                      model_dir: Path | None = None, progress: Callable[[int], None] | None = None,
+                      get_embedder=None, unlabeled: list[Views] | None = None):
+    """Distil the fast head again for the model already in `model_dir` (the heads stay as they are)."""
+    model_dir = Path(model_dir or shipped_model_dir())
+    model = IssueClassifier.load(model_dir)
+    examples, _, _, tr_v, dv_v, tr_emb, dv_emb = labeled_split(con, labels_dir, progress, get_embedder)
+    return model, distill_fast_head(con, model, examples, tr_v, tr_emb, dv_v, dv_emb, model_dir, progress,
+                                    get_embedder, unlabeled)
+
+
+def distill_fast_head(con, model: IssueClassifier, examples, tr_v, tr_emb, dv_v, dv_emb, out_dir: Path,
+                      progress=None, get_embedder=None, unlabeled: list[Views] | None = None):
+    """Distil the fast head from `model` over its training split and unlabeled issues; save it in `out_dir`;
+    return its agreement with the model on the dev split."""
+    from retriage.classifier.distill import agreement, choose_gate, fit_fast_head, unlabeled_snapshot_views
+    from retriage.classifier.static_embed import StaticMiniLM, ensure_table
+
+    if unlabeled is None:
+        if con is not None:  # the snapshot's shipped embeddings spare embedding its issues again
+            from retriage.classifier.snapshot_cache import load_into
+
+            load_into(con)
+        unlabeled = unlabeled_snapshot_views({e.key for e in examples})
+    un_emb = embed_views(con, unlabeled, progress, get_embedder) if unlabeled else [np.zeros((0, DIM), np.float32)] * 3
+    static = StaticMiniLM(ensure_table())
+    all_emb = [np.vstack([a, b]).astype(np.float32) for a, b in zip(tr_emb, un_emb)]
+    head = fit_fast_head(model, static, tr_v + list(unlabeled), all_emb)
+    check = choose_gate(model, head, static, dv_v, dv_emb) if dv_v else {}
+    result = agreement(model, head, static, dv_v, dv_emb) if dv_v else None
+    head.meta.update(teacher_model_version=model.version, dev=result.to_dict() if result else {},
+                     dev_two_fold=check)
+    head.save(out_dir)
+    return result
 
 
 def evaluate_predictions(gold: list[Example], preds) -> dict[str, Scores]:

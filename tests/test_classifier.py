@@ -225,7 +225,7 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
 
     CountingEmbedder.texts = 0
     started = time.perf_counter()
-    first = train(con, tmp_path / "labels", tmp_path / "m1", get_embedder=CountingEmbedder)
+    first = train(con, tmp_path / "labels", tmp_path / "m1", get_embedder=CountingEmbedder, unlabeled=[])
     seconds = time.perf_counter() - started
     embedded = CountingEmbedder.texts
     stored = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
@@ -237,9 +237,16 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     assert model.version == first.version == json.loads((tmp_path / "m1" / "meta.json").read_text())["model_version"]
     assert set(model.meta["dev"]) >= {"re_class_macro_f1", "component_macro_f1", "coverage"}
     assert 0 <= model.threshold < 1
+    # the fast head of `retriage classify` is distilled beside it, for this model only
+    from retriage.classifier.fast_path import FastHead
+
+    head, why = FastHead.load(tmp_path / "m1", model.version)
+    assert head is not None, why
+    assert head.meta["dev"]["n"] == first.n_dev and 0 <= head.meta["dev"]["re_agreement"] <= 1
+    assert FastHead.load(tmp_path / "m1", "m-000000000000")[0] is None
 
     CountingEmbedder.texts = 0
-    second = train(con, tmp_path / "labels", tmp_path / "m2", get_embedder=CountingEmbedder)
+    second = train(con, tmp_path / "labels", tmp_path / "m2", get_embedder=CountingEmbedder, unlabeled=[])
     assert CountingEmbedder.texts == 0, "a retrain on the same database must not embed again"
     assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == stored
     with np.load(tmp_path / "m1" / "weights.npz") as a, np.load(tmp_path / "m2" / "weights.npz") as b:
