@@ -1,0 +1,54 @@
+"""Similar issues from the in-process index (db/neighbours.py) are the rows and order of the SQL query
+(array_cosine_similarity over the stored vectors), on a real labeled database."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+
+from retriage.classifier import current_model_name
+from retriage.db.neighbours import NeighbourIndex
+from retriage.db.queries import issue_vector, similar_to_vector
+from retriage.db.store import connect
+
+
+def same(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(
+        {k: x[k] for k in x if k != "score"} == {k: y[k] for k in y if k != "score"} and abs(x["score"] - y["score"]) < 1e-5
+        for x, y in zip(a, b))
+
+
+def test_index_answers_like_the_sql_query(labeled_db):
+    con = connect(str(labeled_db.path), read_only=True)
+    model = current_model_name()
+    ix = NeighbourIndex()
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        v = rng.standard_normal(384).astype(np.float32)
+        assert same(ix.search(con, v, model, limit=5), similar_to_vector(con, v, model, limit=5))
+    repo, number = labeled_db.records[0]["repo"], labeled_db.records[0]["number"]
+    from retriage.taxonomy import canonical_repo
+
+    repo = canonical_repo(repo)
+    v = issue_vector(con, repo, number, model)
+    got = ix.search(con, v, model, limit=3, exclude=(repo, number))
+    assert same(got, similar_to_vector(con, v, model, limit=3, exclude=(repo, number)))
+    assert (repo, number) not in {(x["repo"], x["number"]) for x in got}
+    assert ix.search(con, v, model, limit=0) == [] and ix.search(con, v, "another-model") == []
+    assert labeled_db.pr not in {(x["repo"], x["number"]) for x in ix.search(con, v, model, limit=500)}
+
+
+def test_index_reads_again_when_vectors_are_added(labeled_db, tmp_path):
+    path = tmp_path / "copy.duckdb"
+    shutil.copy(labeled_db.path, path)
+    con = connect(str(path))
+    model = current_model_name()
+    ix = NeighbourIndex()
+    (repo, number), = con.execute(
+        "SELECT repo, number FROM issue_embeddings WHERE model = ? ORDER BY repo, number LIMIT 1", [model]).fetchall()
+    v = issue_vector(con, repo, number, model)
+    assert ix.search(con, v, model, limit=1)[0]["number"] == number
+    con.execute("DELETE FROM issue_embeddings WHERE repo = ? AND number = ?", [repo, number])
+    assert ix.search(con, v, model, limit=1)[0]["number"] != number  # the count changed: read again
+    assert same(ix.search(con, v, model), similar_to_vector(con, v, model))
