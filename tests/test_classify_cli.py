@@ -24,7 +24,8 @@ RULES = {r.id: r for r in load_rules()[0]}
 
 # The documented --json shape (README, "classify").
 TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence", "abstained",
-            "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes", "model_version"}
+            "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes", "model_version",
+            "fast_path"}
 FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line"}
 SIMILAR_KEYS = {"repo", "number", "title", "state", "score", "html_url", "known_fix"}
 
@@ -65,7 +66,7 @@ def check_shape(out: dict) -> None:
     assert out["engine"] in {e.id for e in engines()} | {None} and out["engine_reason"]
     assert out["re_class"] in re_class_ids() and out["component"] in component_ids()
     assert 0 <= out["re_confidence"] <= 1 and 0 <= out["component_confidence"] <= 1
-    assert isinstance(out["abstained"], bool)
+    assert isinstance(out["abstained"], bool) and isinstance(out["fast_path"], bool)
     for f in out["fixes"]:
         assert set(f) == FIX_KEYS and f["id"] in RULES and f["tag"] in fix_tag_ids()
         assert f["steps"] and all(isinstance(s, str) for s in f["steps"])

@@ -3,18 +3,24 @@ flags, the evidence lines, and similar past issues.
 
 The class and component come from the embedding classifier, whose features include the rule matches; the
 first matching rule gives the fix. When the rule's class and the model's class differ, the result says so.
+
+Two ways to the class: the fast path (static MiniLM features read by a head distilled from the model,
+classifier/fast_path.py: a few milliseconds) answers when it is clearly on one side of the model's decision
+boundaries; otherwise, or with `exact=True`, the three MiniLM views are embedded and the model itself answers.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from retriage.classifier.embed import NumpyMiniLM
+import numpy as np
+
 from retriage.classifier.features import VIEW_FIELDS, views
 from retriage.classifier.model import IssueClassifier
+from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
 from retriage.triage import logtext
-from retriage.triage.rules import Match, match_rules
+from retriage.triage.rules import Match, applies_to, match_rules
 
 MAX_FIXES = 3
 
@@ -36,13 +42,14 @@ class TriageResult:
     disagreement: str | None = None
     notes: list[str] = field(default_factory=list)
     model_version: str | None = None
+    fast_path: bool = False  # answered by the fast path (static MiniLM) rather than the full model
 
     def to_json(self) -> dict:
         """The documented --json shape (README, "classify")."""
         d = asdict(self)
         keys = ["engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence",
                 "abstained", "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes",
-                "model_version"]
+                "model_version", "fast_path"]
         return {k: d[k] for k in keys}
 
 
@@ -53,11 +60,40 @@ def _fix(m: Match, engine: str | None) -> dict:
 
 
 class Triage:
-    """Holds the loaded model and embedder so that a long-lived process answers each trace quickly."""
+    """Holds the loaded model, the fast head and the similar-issues index, so that a long-lived process answers
+    each trace quickly. `fast=False` always runs the full model."""
 
-    def __init__(self, model: IssueClassifier | None = None, embedder=None):
+    def __init__(self, model: IssueClassifier | None = None, embedder=None, fast: bool = True):
         self.model = model or IssueClassifier.load()
-        self.embedder = embedder or NumpyMiniLM()
+        self._embedder = embedder
+        self.fast_head = self.static = None
+        self.fast_unavailable = ""  # why the fast path is off although it was asked for
+        if fast:
+            self._load_fast_path()
+        self.index = NeighbourIndex()
+
+    def _load_fast_path(self) -> None:
+        from retriage.classifier.fast_path import FastHead
+        from retriage.classifier.static_embed import StaticMiniLM, load_table, table_path
+
+        head, why = FastHead.load(self.model.folder, self.model.version) if self.model.folder else (None, "")
+        if head is None:
+            self.fast_unavailable = why or "no fast head for this model"
+            return
+        table = load_table()
+        if table is None:
+            self.fast_unavailable = (f"the static embedding table {table_path()} is not built yet: run "
+                                     "`python -m retriage.classifier.static_embed` once (about half a minute)")
+            return
+        self.fast_head, self.static = head, StaticMiniLM(table)
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from retriage.classifier.embed import NumpyMiniLM
+
+            self._embedder = NumpyMiniLM()
+        return self._embedder
 
     def _encode_views(self, texts: list[str]) -> list:
         """One embedding per view, computed in parallel threads (the matrix products release the GIL).
@@ -68,19 +104,33 @@ class Triage:
 
         from retriage.classifier.embed import one_blas_thread
 
+        embedder = self.embedder
         with one_blas_thread(), ThreadPoolExecutor(len(texts)) as pool:
-            return list(pool.map(lambda t: self.embedder.encode([t]), texts))
+            return list(pool.map(lambda t: embedder.encode([t]), texts))
+
+    def _logits(self, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """(RE logits, component logits, the first view's vector for similar issues, answered by the fast path)."""
+        lex_re, lex_comp = self.model.lexical_logits([v])
+        if self.fast_head is not None:
+            avgs, ids = self.fast_head.static_features(self.static, [v])
+            f_re, f_comp = self.fast_head.embedding_logits(avgs, ids)
+            z_re, z_comp = lex_re + f_re, lex_comp + f_comp
+            if self.fast_head.confident(*self.model.probabilities(z_re, z_comp))[0]:
+                return z_re, z_comp, self.fast_head.first_view_vector(avgs)[0], True
+        emb = self._encode_views([getattr(v, f) for f in VIEW_FIELDS])
+        e_re, e_comp = self.model.embedding_logits(emb)
+        return lex_re + e_re, lex_comp + e_comp, emb[0][0], False
 
     def run(self, data: bytes | str, engine: str | None = None, con=None, similar: int = 5) -> TriageResult:
         """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
         log = logtext.parse(data)
         guess = engine_detect.detect(log.text, engine)
-        matches = match_rules(log.lines, guess.engine)
+        matches = [m for m in match_rules(log.lines) if applies_to(m.rule, guess.engine)]
         title = log.lines[log.exception_line] if log.exception_line is not None else (
             log.lines[log.last_error_line] if log.last_error_line is not None else "")
         v = views(title, log.text)
-        emb = self._encode_views([getattr(v, f) for f in VIEW_FIELDS])
-        pred = self.model.predict([v], emb)[0]
+        z_re, z_comp, vector, fast = self._logits(v)
+        pred = self.model.predictions(z_re, z_comp)[0]
 
         evidence: list[str] = []
         for line in [m.line for m in matches[:MAX_FIXES]] + [title]:
@@ -96,21 +146,23 @@ class Triage:
             con = con()
         if con is not None and similar > 0:
             from retriage.classifier import current_model_name
-            from retriage.db.queries import similar_to_vector
 
             neighbours = [
                 {"repo": n["repo"], "number": n["number"], "title": n["title"], "state": n["state"],
                  "score": round(float(n["score"]), 4), "html_url": n["html_url"], "known_fix": n.get("known_fix")}
-                for n in similar_to_vector(con, emb[0][0], current_model_name(), limit=similar)
+                for n in self.index.search(con, vector, current_model_name(), limit=similar)
             ]
         exc = None
         if log.exception_type:
             exc = f"{log.exception_type}: {log.exception_message}".rstrip(": ")
+        notes = list(log.notes)
+        if self.fast_unavailable:
+            notes.append(f"fast path off: {self.fast_unavailable}")
         return TriageResult(
             engine=guess.engine, engine_reason=guess.reason,
             re_class=pred.re_class, re_confidence=pred.re_confidence,
             component=pred.component, component_confidence=pred.component_confidence, abstained=pred.abstained,
             fixes=[_fix(m, guess.engine) for m in matches[:MAX_FIXES]], evidence=evidence, similar=neighbours,
-            exception=exc, frames=log.frames, disagreement=disagreement, notes=log.notes,
-            model_version=self.model.version,
+            exception=exc, frames=log.frames, disagreement=disagreement, notes=notes,
+            model_version=self.model.version, fast_path=fast,
         )

@@ -45,6 +45,9 @@ def classify(
                                      help="Database for similar issues (default ./retriage.duckdb if it exists)."),
     similar: int = typer.Option(5, help="How many similar past issues to show (0: none)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    exact: bool = typer.Option(False, "--exact", help="Always run the full MiniLM model (about 0.3 s more; by "
+                               "default a fast path answers when it is clearly on one side of the model's "
+                               "decision, the model itself otherwise)."),
 ):
     """What is this log, and what do I do? Class, component, this engine's fix steps and similar issues."""
     if file in (None, "-"):
@@ -65,7 +68,7 @@ def classify(
 
     path = db or "retriage.duckdb"
     con = _open_in_background(path) if similar > 0 and os.path.exists(path) else None
-    result = Triage().run(data, engine=engine, con=con, similar=similar)
+    result = Triage(fast=not exact).run(data, engine=engine, con=con, similar=similar)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
     else:

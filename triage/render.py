@@ -26,6 +26,8 @@ def triage_panel(r) -> Panel:
     cls = f"[bold]{r.re_class}[/] ({r.re_confidence:.2f})" + (" [yellow]unsure[/]" if r.abstained else "")
     head.add_row("class", cls)
     head.add_row("component", f"[bold]{r.component}[/] ({r.component_confidence:.2f})")
+    head.add_row("model", f"[dim]{r.model_version} · "
+                 f"{'fast path (static MiniLM)' if r.fast_path else 'full model (MiniLM)'}[/]")
     head.add_row("engine", f"{_engine_name(r.engine)} [dim]— {r.engine_reason}[/]")
     if r.exception:
         head.add_row("exception", Text(r.exception[:300]))

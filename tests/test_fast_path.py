@@ -1,0 +1,130 @@
+"""The fast path of `retriage classify` (classifier/fast_path.py): distilled from the shipped model, gated, and
+measured against the full model on real issues and traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from retriage.classifier.dataset import load_gold, split
+from retriage.classifier.distill import agreement
+from retriage.classifier.embed import text_hash
+from retriage.classifier.fast_path import FAST_META, FastHead, margins
+from retriage.classifier.features import VIEW_FIELDS, views
+from retriage.classifier.model import IssueClassifier, shipped_model_dir
+from retriage.classifier.snapshot_cache import cache_path
+from retriage.classifier.static_embed import StaticMiniLM, load_table
+
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return IssueClassifier.load()
+
+
+@pytest.fixture(scope="module")
+def head(model):
+    h, why = FastHead.load(shipped_model_dir(), model.version)
+    assert h is not None, why
+    return h
+
+
+@pytest.fixture(scope="module")
+def static():
+    return StaticMiniLM(load_table())
+
+
+@pytest.fixture(scope="module")
+def dev_with_vectors():
+    """Dev-split corpus issues with their MiniLM view vectors from the snapshot's shipped cache (no embedding)."""
+    with np.load(cache_path(), allow_pickle=False) as a:
+        cache = dict(zip(a["hashes"].tolist(), a["vectors"].astype(np.float32)))
+    _, dev = split(load_gold())
+    v = [views(e.title, e.body) for e in dev if e.source == "corpus"]
+    v = [x for x in v if all(text_hash(getattr(x, f)) in cache for f in VIEW_FIELDS)]
+    emb = [np.vstack([cache[text_hash(getattr(x, f))] for x in v]) for f in VIEW_FIELDS]
+    return v, emb
+
+
+def test_shipped_fast_head_belongs_to_the_shipped_model(model, head):
+    meta = json.loads((shipped_model_dir() / FAST_META).read_text())
+    assert meta["teacher_model_version"] == model.version
+    assert 0 <= head.re_margin < 1 and 0 <= head.component_margin < 1
+    assert head.w_static.shape == (len(VIEW_FIELDS) * 384, 11) and head.w_sim.shape == (len(VIEW_FIELDS) * 384, 384)
+    assert FastHead.load(shipped_model_dir(), "m-000000000000")[0] is None
+
+
+def test_classify_path_agrees_with_the_full_model_on_dev_issues(model, head, static, dev_with_vectors):
+    v, emb = dev_with_vectors
+    assert len(v) > 400
+    a = agreement(model, head, static, v, emb)
+    print(f"\nfast path on {a.n} dev corpus issues: {a.to_dict()}")
+    assert a.re_agreement >= 0.98  # the issue's bar for the classify path
+    assert a.fast_share >= 0.5  # most questions are answered without MiniLM
+    assert a.re_agreement_fast_only < a.re_agreement  # the gate does something
+    assert a.component_agreement >= 0.9
+
+
+def test_gate_follows_the_margins(model, head, static, dev_with_vectors):
+    v, _ = dev_with_vectors
+    avgs, ids = head.static_features(static, v[:60])
+    lex = model.lexical_logits(v[:60])
+    p_re, p_comp = model.probabilities(*(a + b for a, b in zip(lex, head.embedding_logits(avgs, ids))))
+    gate = head.confident(p_re, p_comp)
+    assert np.array_equal(gate, (margins(p_re) >= head.re_margin) & (margins(p_comp) >= head.component_margin))
+    assert 0 < gate.sum() < len(gate)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    """Every real trace answered by the fast path (gated) and by the full model."""
+    from retriage.triage.classify import Triage
+
+    fast, full = Triage(), Triage(fast=False)
+    out = []
+    for f in sorted(TRACES.glob("*.txt")):
+        data = f.read_bytes()
+        out.append((f.name, fast.run(data, similar=0), full.run(data, similar=0)))
+    return out
+
+
+def test_real_traces_fast_and_full_agree(answers):
+    n = len(answers)
+    fast = [a for _, a, _ in answers if a.fast_path]
+    same = sum(a.re_class == b.re_class for _, a, b in answers)
+    print(f"\n{n} real traces: {len(fast)} answered by the fast path, same RE class {same}/{n}")
+    assert len(fast) >= 0.6 * n
+    assert same >= 0.97 * n
+    assert not any(b.fast_path for _, _, b in answers)
+    for name, a, b in answers:  # everything but the class and component comes from the same rules
+        assert (a.fixes, a.evidence, a.engine, a.exception) == (b.fixes, b.evidence, b.engine, b.exception), name
+        if not a.fast_path:
+            assert (a.re_class, a.re_confidence, a.component) == (b.re_class, b.re_confidence, b.component), name
+
+
+def test_a_closed_gate_always_runs_the_full_model():
+    from retriage.triage.classify import Triage
+
+    tr = Triage()
+    tr.fast_head.re_margin = 1.01  # no margin between probabilities is that wide
+    data = (TRACES / "vllm_cuda_oom_1.txt").read_bytes()
+    a, b = tr.run(data, similar=0), Triage(fast=False).run(data, similar=0)
+    assert not a.fast_path and (a.re_class, a.re_confidence) == (b.re_class, b.re_confidence)
+
+
+def test_cli_exact_flag_and_a_missing_table(tmp_path):
+    trace = str(TRACES / "vllm_cuda_oom_1.txt")
+    fast = json.loads(run_cli("classify", trace, "--json", "--similar", "0").stdout)
+    exact = json.loads(run_cli("classify", trace, "--json", "--similar", "0", "--exact").stdout)
+    assert fast["fast_path"] and not exact["fast_path"] and fast["re_class"] == exact["re_class"] == "RE.1"
+    assert not any("fast path" in n for n in fast["notes"] + exact["notes"])
+    proc = run_cli("classify", trace, "--json", "--similar", "0", env={"RETRIAGE_CACHE_DIR": str(tmp_path)})
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0 and not out["fast_path"] and out["re_class"] == "RE.1"
+    assert any("fast path off" in n and "static_embed" in n for n in out["notes"])
+    assert not list(tmp_path.iterdir())  # classify never builds the table behind the user's back
