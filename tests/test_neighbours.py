@@ -52,3 +52,16 @@ def test_index_reads_again_when_vectors_are_added(labeled_db, tmp_path):
     con.execute("DELETE FROM issue_embeddings WHERE repo = ? AND number = ?", [repo, number])
     assert ix.search(con, v, model, limit=1)[0]["number"] != number  # the count changed: read again
     assert same(ix.search(con, v, model), similar_to_vector(con, v, model))
+
+
+def test_triage_with_and_without_the_index_lists_the_same_issues(labeled_db):
+    from pathlib import Path
+
+    from retriage.triage.classify import Triage
+
+    con = connect(str(labeled_db.path), read_only=True)
+    traces = sorted((Path(__file__).resolve().parent / "data" / "traces").glob("*.txt"))[:6]
+    held, asked = Triage(), Triage(index=False)
+    for t in traces:
+        a, b = held.run(t.read_bytes(), con=con), asked.run(t.read_bytes(), con=con)
+        assert len(a.similar) == 5 and a.similar == b.similar, t.name

@@ -61,16 +61,17 @@ def _fix(m: Match, engine: str | None) -> dict:
 
 class Triage:
     """Holds the loaded model, the fast head and the similar-issues index, so that a long-lived process answers
-    each trace quickly. `fast=False` always runs the full model."""
+    each trace quickly. `fast=False` always runs the full model. `index=False` asks the database for similar
+    issues each time instead of holding their vectors (cheaper for a process that answers once)."""
 
-    def __init__(self, model: IssueClassifier | None = None, embedder=None, fast: bool = True):
+    def __init__(self, model: IssueClassifier | None = None, embedder=None, fast: bool = True, index: bool = True):
         self.model = model or IssueClassifier.load()
         self._embedder = embedder
         self.fast_head = self.static = None
         self.fast_unavailable = ""  # why the fast path is off although it was asked for
         if fast:
             self._load_fast_path()
-        self.index = NeighbourIndex()
+        self.index = NeighbourIndex() if index else None
 
     def _load_fast_path(self) -> None:
         from retriage.classifier.fast_path import FastHead
@@ -146,11 +147,13 @@ class Triage:
             con = con()
         if con is not None and similar > 0:
             from retriage.classifier import current_model_name
+            from retriage.db.queries import similar_to_vector
 
+            search = self.index.search if self.index is not None else similar_to_vector
             neighbours = [
                 {"repo": n["repo"], "number": n["number"], "title": n["title"], "state": n["state"],
                  "score": round(float(n["score"]), 4), "html_url": n["html_url"], "known_fix": n.get("known_fix")}
-                for n in self.index.search(con, vector, current_model_name(), limit=similar)
+                for n in search(con, vector, current_model_name(), limit=similar)
             ]
         exc = None
         if log.exception_type:
