@@ -70,6 +70,8 @@ def test_every_rule_has_a_positive_and_a_near_miss_trace():
           + ", ".join(f"{k}={v}" for k, v in sorted(few.items())))
     assert [r.id for r in RULES if positives[r.id] < 1] == []
     assert [r.id for r in RULES if near_misses[r.id] < 1] == []
+    # two real positives each; one rule's message was found in a single public issue (TensorRT-LLM #694)
+    assert set(few) <= {"trtllm-no-free-kv-blocks"}, few
 
 
 def test_fix_tag_accuracy_over_the_traces():
