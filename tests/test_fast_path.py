@@ -128,3 +128,26 @@ def test_cli_exact_flag_and_a_missing_table(tmp_path):
     assert proc.returncode == 0 and not out["fast_path"] and out["re_class"] == "RE.1"
     assert any("fast path off" in n and "static_embed" in n for n in out["notes"])
     assert not list(tmp_path.iterdir())  # classify never builds the table behind the user's back
+
+
+def test_train_fast_only_distils_again_and_keeps_the_heads(tmp_path):
+    import shutil
+
+    from test_classifier import small_labels_folder
+
+    small_labels_folder(tmp_path / "labels")
+    model_dir = tmp_path / "model"
+    shutil.copytree(shipped_model_dir(), model_dir)
+    (model_dir / "fast.npz").unlink()
+    (model_dir / "fast.json").unlink()
+    heads = (model_dir / "weights.npz").read_bytes()
+    proc = run_cli("train", "--fast-only", "--labels", str(tmp_path / "labels"), "--output", str(model_dir), "--json",
+                   db=tmp_path / "t.duckdb", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    model = IssueClassifier.load(model_dir)
+    assert out["model_version"] == model.version == IssueClassifier.load().version
+    assert (model_dir / "weights.npz").read_bytes() == heads
+    head, why = FastHead.load(model_dir, model.version)
+    assert head is not None, why
+    assert out["fast_path"]["n"] == head.meta["dev"]["n"] > 0 and 0 <= out["fast_path"]["re_agreement"] <= 1
