@@ -52,6 +52,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+if not CORPUS.is_dir():  # no ../shared beside the checkout: the identical copy bundled in the package
+    CORPUS = Path(__file__).resolve().parents[1] / "retriage" / "data" / "snapshot"
 CORPUS_FILES = {"vllm-project/vllm": "vllm", "sgl-project/sglang": "sglang", "ggml-org/llama.cpp": "llama_cpp"}
 FORMER_NAMES = {"ggml-org/llama.cpp": "ggerganov/llama.cpp"}
 EPOCH0 = "1970-01-01T00:00:00Z"
