@@ -24,6 +24,7 @@ model version it was distilled from: a fast head never serves another model.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,18 +127,22 @@ class FastHead:
         """(the fast head, "") or (None, why not) when it is missing or belongs to another model."""
         folder = Path(folder)
         if not (folder / FAST_WEIGHTS).is_file() or not (folder / FAST_META).is_file():
-            return None, "no fast head beside the model (run `retriage train`)"
-        meta = json.loads((folder / FAST_META).read_text())
+            return None, "no fast head beside the model (run `retriage train --fast-only`)"
+        try:
+            meta = json.loads((folder / FAST_META).read_text())
+            with np.load(folder / FAST_WEIGHTS, allow_pickle=False) as a:
+                arrays = {k: a[k] for k in a.files}
+            head = cls(arrays["idf"], arrays["w_static"], arrays["w_bow"], arrays["bias"], arrays["w_sim"],
+                       arrays["b_sim"], int(meta["n_re"]), float(meta["re_margin"]), float(meta["component_margin"]),
+                       meta)
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+            return None, f"the fast head in {folder} is unreadable ({type(e).__name__}): run `retriage train --fast-only`"
         if meta.get("teacher_model_version") != model_version:
             return None, (f"the fast head was distilled from model {meta.get('teacher_model_version')}, "
-                          f"not {model_version} (run `retriage train`)")
+                          f"not {model_version} (run `retriage train --fast-only`)")
         if meta.get("static_table_version") != TABLE_VERSION:
-            return None, "the fast head was distilled from another static table (run `retriage train`)"
-        with np.load(folder / FAST_WEIGHTS, allow_pickle=False) as a:
-            arrays = {k: a[k] for k in a.files}
-        return cls(arrays["idf"], arrays["w_static"], arrays["w_bow"], arrays["bias"], arrays["w_sim"],
-                   arrays["b_sim"], int(meta["n_re"]), float(meta["re_margin"]), float(meta["component_margin"]),
-                   meta), ""
+            return None, "the fast head was distilled from another static table (run `retriage train --fast-only`)"
+        return head, ""
 
 
 def margins(p: np.ndarray) -> np.ndarray:

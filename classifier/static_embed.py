@@ -94,6 +94,7 @@ def ensure_table(progress: Callable[[int], None] | None = None) -> np.ndarray:
     """The table, built and cached first when missing."""
     table = load_table()
     if table is None:
+        table_path().parent.mkdir(parents=True, exist_ok=True)  # fail before half a minute of work, not after
         save_table(build_table(progress=progress), table_path())
         table = load_table()
         if table is None:  # pragma: no cover - the cache folder is not writable
@@ -139,7 +140,11 @@ def main() -> None:
         print(f"static embedding table: {path} (already built)")
         return
     print(f"building the static embedding table (once, about half a minute) -> {path}", file=sys.stderr)
-    ensure_table()
+    try:
+        ensure_table()
+    except OSError as e:
+        sys.exit(f"static_embed: error: cannot write {path}: {e.strerror or e} (set RETRIAGE_CACHE_DIR to a "
+                 "writable folder)")
     print(f"static embedding table: {path}")
 
 

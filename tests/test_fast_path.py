@@ -151,3 +151,19 @@ def test_train_fast_only_distils_again_and_keeps_the_heads(tmp_path):
     head, why = FastHead.load(model_dir, model.version)
     assert head is not None, why
     assert out["fast_path"]["n"] == head.meta["dev"]["n"] > 0 and 0 <= out["fast_path"]["re_agreement"] <= 1
+
+
+def test_an_unreadable_fast_head_falls_back_with_a_note(tmp_path, model):
+    import shutil
+
+    from retriage.triage.classify import Triage
+
+    folder = tmp_path / "model"
+    shutil.copytree(shipped_model_dir(), folder)
+    (folder / "fast.npz").write_bytes(b"PK\x03\x04 broken")
+    head, why = FastHead.load(folder, model.version)
+    assert head is None and "unreadable" in why
+    tr = Triage(IssueClassifier.load(folder))
+    r = tr.run((TRACES / "vllm_cuda_oom_1.txt").read_bytes(), similar=0)
+    assert not r.fast_path and r.re_class == "RE.1"
+    assert any(n.startswith("fast path off:") and "unreadable" in n for n in r.notes)

@@ -73,3 +73,15 @@ def test_static_texts_unit_length_empty_and_truncated(table):
     assert len(ids) == MAX_TOKENS - 2 and CLS not in ids and SEP not in ids
     weights = np.ones(table.shape[0], dtype=np.float32)
     assert np.allclose(s.encode(["out of memory"], weights), s.encode(["out of memory"]), atol=1e-6)
+
+
+def test_build_command_with_an_unwritable_cache_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = subprocess.run([sys.executable, "-m", "retriage.classifier.static_embed"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "RETRIAGE_CACHE_DIR": str(blocker / "cache")}, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("static_embed: error: cannot write")
