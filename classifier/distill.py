@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retriage.classifier.fast_path import (ALPHA, COMPONENT_AGREEMENT, RE_AGREEMENT, SIM_ALPHA, FastHead,
-                                           choose_margin, idf_weights, margins)
+from retriage.classifier.fast_path import (ALPHA, BOW_WEIGHT, COMPONENT_AGREEMENT, RE_AGREEMENT, SIM_ALPHA,
+                                           FastHead, choose_margin, idf_weights, margins)
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier
 from retriage.classifier.static_embed import StaticMiniLM
@@ -58,10 +58,11 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     ridge = _fit(X, target, ALPHA)
     coef = ridge.coef_.T.astype(np.float32)  # (features, k)
     width = avgs.shape[1]
-    head.w_static, head.w_bow, head.bias = coef[:width], coef[width:], ridge.intercept_.astype(np.float32)
+    head.w_static, head.w_bow = coef[:width], coef[width:] * np.float32(BOW_WEIGHT)
+    head.bias = ridge.intercept_.astype(np.float32)
     sim = _fit(avgs, embeddings[0], SIM_ALPHA)
     head.w_sim, head.b_sim = sim.coef_.T.astype(np.float32), sim.intercept_.astype(np.float32)
-    head.meta = {"n_distill": len(v), "alpha": ALPHA, "sim_alpha": SIM_ALPHA,
+    head.meta = {"n_distill": len(v), "alpha": ALPHA, "bow_weight": BOW_WEIGHT, "sim_alpha": SIM_ALPHA,
                  "out_of_fold": {"re_agreement_fast_only": round(float(same_re.mean()), 4),
                                  "component_agreement_fast_only": round(float(same_comp.mean()), 4)}}
     return head

@@ -35,6 +35,7 @@ from retriage.classifier.static_embed import TABLE_VERSION, StaticMiniLM
 
 FAST_WEIGHTS = "fast.npz"
 FAST_META = "fast.json"
+FORMAT = 2  # bump when what the arrays mean changes (2: bag weights stored for unscaled bags)
 BOW_VIEWS = ("full", "keys")  # views whose word pieces also enter as a bag
 ALPHA = 1.0  # ridge strength for the logits (features are unit-length blocks)
 BOW_WEIGHT = 0.5  # bag-of-word-pieces block against the static averages
@@ -48,7 +49,7 @@ MARGIN_GRID = tuple(np.round(np.arange(0.0, 0.81, 0.02), 2))
 class FastHead:
     idf: np.ndarray  # (vocab,) word-piece weights, for the averages and the bags
     w_static: np.ndarray  # (views * dim, k): k = RE classes + components
-    w_bow: np.ndarray  # (len(BOW_VIEWS) * vocab, k)
+    w_bow: np.ndarray  # (len(BOW_VIEWS) * vocab, k), for unscaled bags
     bias: np.ndarray  # (k,)
     w_sim: np.ndarray  # (views * dim, dim): estimate of the first view's MiniLM vector
     b_sim: np.ndarray  # (dim,)
@@ -63,16 +64,17 @@ class FastHead:
         ids = {f: static.token_ids([getattr(x, f) for x in v]) for f in VIEW_FIELDS}
         return np.hstack([static.pool(ids[f], self.idf) for f in VIEW_FIELDS]), ids
 
-    def _bag(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Sublinear tf-idf over one text's word pieces, unit length, times BOW_WEIGHT: (indices, values)."""
+    def _bag(self, ids: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """Sublinear tf-idf over one text's word pieces, unit length, times `scale`: (indices, values)."""
         if len(ids) == 0:
             return ids, np.zeros(0, dtype=np.float32)
         u, c = np.unique(ids, return_counts=True)
         vals = (1.0 + np.log(c)) * self.idf[u]
-        return u, (vals / max(float(np.linalg.norm(vals)), 1e-12) * BOW_WEIGHT).astype(np.float32)
+        return u, (vals / max(float(np.linalg.norm(vals)), 1e-12) * scale).astype(np.float32)
 
     def design_matrix(self, static_avgs: np.ndarray, ids: dict[str, list]):
-        """The ridge inputs as one sparse matrix [averages | bag of each BOW_VIEWS view] (for fitting)."""
+        """The ridge inputs as one sparse matrix [averages | BOW_WEIGHT x bag of each BOW_VIEWS view] (for
+        fitting; the fitted bag weights are stored times BOW_WEIGHT, so prediction reads unscaled bags)."""
         from scipy.sparse import csr_matrix, hstack
 
         vocab = len(self.idf)
@@ -80,7 +82,7 @@ class FastHead:
         for f in BOW_VIEWS:
             rows, cols, vals = [], [], []
             for i, x in enumerate(ids[f]):
-                u, w = self._bag(x)
+                u, w = self._bag(x, BOW_WEIGHT)
                 rows.append(np.full(len(u), i))
                 cols.append(u)
                 vals.append(w)
@@ -116,7 +118,7 @@ class FastHead:
         np.savez(tmp, idf=self.idf, w_static=self.w_static, w_bow=self.w_bow, bias=self.bias, w_sim=self.w_sim,
                  b_sim=self.b_sim)
         meta = dict(self.meta, n_re=self.n_re, re_margin=self.re_margin, component_margin=self.component_margin,
-                    static_table_version=TABLE_VERSION)
+                    static_table_version=TABLE_VERSION, format=FORMAT)
         (folder / (FAST_META + ".tmp")).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         tmp.replace(folder / FAST_WEIGHTS)
         (folder / (FAST_META + ".tmp")).replace(folder / FAST_META)
@@ -140,6 +142,8 @@ class FastHead:
         if meta.get("teacher_model_version") != model_version:
             return None, (f"the fast head was distilled from model {meta.get('teacher_model_version')}, "
                           f"not {model_version} (run `retriage train --fast-only`)")
+        if meta.get("format") != FORMAT:
+            return None, "the fast head was written by another version of retriage (run `retriage train --fast-only`)"
         if meta.get("static_table_version") != TABLE_VERSION:
             return None, "the fast head was distilled from another static table (run `retriage train --fast-only`)"
         return head, ""
