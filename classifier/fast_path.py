@@ -125,7 +125,7 @@ class FastHead:
         self.meta = meta
 
     @classmethod
-    def load(cls, folder: Path, model_version: str | None) -> tuple["FastHead | None", str]:
+    def load(cls, folder: Path, model_version: str | None) -> tuple[FastHead | None, str]:
         """(the fast head, "") or (None, why not) when it is missing or belongs to another model."""
         folder = Path(folder)
         if not (folder / FAST_WEIGHTS).is_file() or not (folder / FAST_META).is_file():
