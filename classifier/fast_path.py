@@ -61,7 +61,9 @@ class FastHead:
     # ---- features ---------------------------------------------------------------------------------------
     def static_features(self, static: StaticMiniLM, v: list[Views]) -> tuple[np.ndarray, dict[str, list]]:
         """(idf-weighted static averages of every view side by side, word-piece ids per view)."""
-        ids = {f: static.token_ids([getattr(x, f) for x in v]) for f in VIEW_FIELDS}
+        flat = static.token_ids([getattr(x, f) for f in VIEW_FIELDS for x in v])  # one tokenizer call
+        n = len(v)
+        ids = {f: flat[k * n : (k + 1) * n] for k, f in enumerate(VIEW_FIELDS)}
         return np.hstack([static.pool(ids[f], self.idf) for f in VIEW_FIELDS]), ids
 
     def _bag(self, ids: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -3,12 +3,15 @@
 The issues' stored vectors (`issue_embeddings` joined with `embeddings`), with the few fields shown beside a
 similar issue, are read from DuckDB once per connection and model into numpy; each question is then one
 matrix-vector product (well under a millisecond for the snapshot's 3,600 issues, where
-`array_cosine_similarity` over the join takes 15-30 ms) and a count of the stored vectors: they are read again
-when it changes (`retriage label` adds them). A vector or title replaced in place through the same connection
-is seen by a new index.
+`array_cosine_similarity` over the join takes 15-30 ms). Through a read-only connection nothing can change
+(DuckDB lets no process write a file that another has open), so that is all; through a writable one each
+question also counts the stored vectors, and they are read again when the count changes (`retriage label`
+adds them). A vector or title replaced in place through a writable connection is seen by a new index.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -27,7 +30,10 @@ class NeighbourIndex:
     """Nearest stored issues by cosine similarity; the same rows and order as db.queries.similar_to_vector."""
 
     def __init__(self) -> None:
-        self._key: tuple | None = None
+        self._con = None  # weak reference to the connection the vectors were read through
+        self._model: str | None = None
+        self._count_seen = -1
+        self._read_only = False
         self._keys: list[tuple[str, int]] = []
         self._columns: dict = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
@@ -45,16 +51,26 @@ class NeighbourIndex:
         else:
             self._matrix = np.zeros((0, 0), dtype=np.float32)
 
+    def _refresh(self, con, model: str) -> None:
+        """Read the vectors unless those held are current for this connection and model."""
+        same = self._con is not None and self._con() is con and self._model == model
+        if same and self._read_only:
+            return  # a read-only connection sees no writes
+        if not same:
+            self._read_only = con.execute("SELECT current_setting('access_mode')").fetchone()[0] == "read_only"
+        count = self._count(con, model)
+        if same and count == self._count_seen:
+            return
+        self._load(con, model)
+        self._con, self._model, self._count_seen = weakref.ref(con), model, count
+
     def search(self, con, vector: np.ndarray, model: str, limit: int = 5,
                exclude: tuple[str, int] | None = None) -> list[dict]:
         """Up to `limit` issues, most similar first: repo, number, title, state, labels, html_url, score,
         known_fix (the team's, when the issue was labeled)."""
         if limit <= 0:
             return []
-        key = (id(con), model, self._count(con, model))
-        if key != self._key:
-            self._load(con, model)
-            self._key = key
+        self._refresh(con, model)
         if not self._keys:
             return []
         v = np.asarray(vector, dtype=np.float32)

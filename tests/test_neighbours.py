@@ -52,6 +52,9 @@ def test_index_reads_again_when_vectors_are_added(labeled_db, tmp_path):
     con.execute("DELETE FROM issue_embeddings WHERE repo = ? AND number = ?", [repo, number])
     assert ix.search(con, v, model, limit=1)[0]["number"] != number  # the count changed: read again
     assert same(ix.search(con, v, model), similar_to_vector(con, v, model))
+    other = connect(str(labeled_db.path), read_only=True)  # the same index, asked through another database
+    assert ix.search(other, v, model, limit=1)[0]["number"] == number
+    assert same(ix.search(other, v, model), similar_to_vector(other, v, model))
 
 
 def test_triage_with_and_without_the_index_lists_the_same_issues(labeled_db):
