@@ -66,15 +66,16 @@ def _ranges_safe(parsed) -> bool:
     return True
 
 
-def fold_pattern(pattern: str) -> str | None:
+def fold_pattern(pattern: str, flags: int = 0) -> str | None:
     """The pattern rewritten for lowercased text, or None when that rewrite is not safe."""
     if _UNSAFE_RE.search(pattern):
         return None
     try:
-        if not _ranges_safe(_sre_parse.parse(pattern, re.IGNORECASE)):
+        # ranges live in character classes: parse (a cost at start-up) only patterns that have one
+        if "[" in pattern and not _ranges_safe(_sre_parse.parse(pattern, re.IGNORECASE)):
             return None
         folded = _lower_literals(pattern)
-        re.compile(folded)
+        re.compile(folded, flags & ~re.IGNORECASE)  # compiled once: `re` keeps it for compile_folded
     except (re.error, RecursionError):
         return None
     return folded
@@ -85,7 +86,7 @@ def compile_folded(pattern: str, flags: int = 0) -> re.Pattern:
     in `text`. ValueError for a pattern with a case-sensitive part."""
     if _CASE_SENSITIVE_RE.search(pattern):
         raise ValueError(f"case-sensitive part (?-i:...) is not supported: {pattern!r}")
-    folded = fold_pattern(pattern)
+    folded = fold_pattern(pattern, flags)
     if folded is None:
         return re.compile(pattern, flags | re.IGNORECASE)
     return re.compile(folded, flags & ~re.IGNORECASE)
