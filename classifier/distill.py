@@ -24,7 +24,7 @@ def unlabeled_snapshot_views(labeled: set[tuple[str, int]]) -> list[Views]:
     from retriage.classifier.dataset import snapshot_index
 
     return [views(r.get("title"), r.get("body")) for key, r in sorted(snapshot_index().items())
-            if key not in labeled and not r.get("pull_request") and not r.get("is_pull_request")]
+            if key not in labeled and not r.get("pull_request")]
 
 
 def _fit(X, Y, alpha: float):
@@ -41,10 +41,10 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     n_re = len(model.re_head.classes)
     target = np.hstack(model.embedding_logits(embeddings))
     lex_re, lex_comp = model.lexical_logits(v)
-    ids = static.token_ids([x.full for x in v])
-    head = FastHead(idf_weights(ids, static.table.shape[0]), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
-                    np.zeros(0), n_re)
-    avgs, ids_by_view = head.static_features(static, v)
+    ids_by_view = FastHead.view_ids(static, v)
+    head = FastHead(idf_weights(ids_by_view["full"], static.table.shape[0]), np.zeros(0), np.zeros(0), np.zeros(0),
+                    np.zeros(0), np.zeros(0), n_re)
+    avgs, _ = head.static_features(static, v, ids_by_view)
     X = head.design_matrix(avgs, ids_by_view)
 
     # out-of-fold fast answers: how well the regression carries over (reported, not used for the gate: the model
@@ -68,36 +68,46 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     return head
 
 
-def _answers(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: list[Views],
-             embeddings: list[np.ndarray]):
-    """(fast RE probs, fast component probs, full RE classes, full components, static averages)."""
+@dataclass
+class Answers:
+    """The fast head's answers (calibrated probabilities) and the full model's classes, on some issues."""
+
+    p_re: np.ndarray
+    p_comp: np.ndarray
+    full_re: np.ndarray  # class indices
+    full_comp: np.ndarray
+    static_avgs: np.ndarray
+
+
+def answers(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: list[Views],
+            embeddings: list[np.ndarray]) -> Answers:
+    """Both answers for issues `v` with their MiniLM view embeddings (the lexical part computed once)."""
     lex_re, lex_comp = model.lexical_logits(v)
     full_re, full_comp = model.embedding_logits(embeddings)
     avgs, ids = head.static_features(static, v)
     fast_re, fast_comp = head.embedding_logits(avgs, ids)
     p_re, p_comp = model.probabilities(lex_re + fast_re, lex_comp + fast_comp)
-    return p_re, p_comp, (lex_re + full_re).argmax(1), (lex_comp + full_comp).argmax(1), avgs
+    return Answers(p_re, p_comp, (lex_re + full_re).argmax(1), (lex_comp + full_comp).argmax(1), avgs)
 
 
-def _margins_for(p_re, p_comp, t_re, t_comp) -> tuple[float, float]:
-    return (choose_margin(margins(p_re), p_re.argmax(1) == t_re, RE_AGREEMENT),
-            choose_margin(margins(p_comp), p_comp.argmax(1) == t_comp, COMPONENT_AGREEMENT))
+def _margins_for(a: Answers, pick) -> tuple[float, float]:
+    return (choose_margin(margins(a.p_re[pick]), a.p_re[pick].argmax(1) == a.full_re[pick], RE_AGREEMENT),
+            choose_margin(margins(a.p_comp[pick]), a.p_comp[pick].argmax(1) == a.full_comp[pick], COMPONENT_AGREEMENT))
 
 
-def choose_gate(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: list[Views],
-                embeddings: list[np.ndarray]) -> dict:
+def choose_gate(head: FastHead, a: Answers) -> dict:
     """Set the head's margins on issues the model was not trained on (the dev split), so that the classify path
     agrees with the full model on RE_AGREEMENT of them (COMPONENT_AGREEMENT for components). Returns a
     two-fold check: margins chosen on one half of the issues, agreement measured on the other."""
-    p_re, p_comp, t_re, t_comp, _ = _answers(model, head, static, v, embeddings)
-    head.re_margin, head.component_margin = _margins_for(p_re, p_comp, t_re, t_comp)
-    halves = [np.arange(len(v)) % 2 == k for k in (0, 1)]
+    everything = np.ones(len(a.p_re), dtype=bool)
+    head.re_margin, head.component_margin = _margins_for(a, everything)
+    halves = [np.arange(len(a.p_re)) % 2 == k for k in (0, 1)]
     checks = []
     for pick, other in (halves, halves[::-1]):
-        m_re, m_comp = _margins_for(p_re[pick], p_comp[pick], t_re[pick], t_comp[pick])
-        gate = (margins(p_re[other]) >= m_re) & (margins(p_comp[other]) >= m_comp)
-        checks.append((np.mean((p_re[other].argmax(1) == t_re[other]) | ~gate),
-                       np.mean((p_comp[other].argmax(1) == t_comp[other]) | ~gate), gate.mean()))
+        m_re, m_comp = _margins_for(a, pick)
+        gate = (margins(a.p_re[other]) >= m_re) & (margins(a.p_comp[other]) >= m_comp)
+        checks.append((np.mean((a.p_re[other].argmax(1) == a.full_re[other]) | ~gate),
+                       np.mean((a.p_comp[other].argmax(1) == a.full_comp[other]) | ~gate), gate.mean()))
     re_ag, comp_ag, share = np.mean(checks, axis=0)
     return {"re_agreement": round(float(re_ag), 4), "component_agreement": round(float(comp_ag), 4),
             "fast_share": round(float(share), 4)}
@@ -119,21 +129,16 @@ class Agreement:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
-def agreement(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: list[Views],
-              embeddings: list[np.ndarray], neighbours: np.ndarray | None = None) -> Agreement:
-    """Compare on issues `v` (with their MiniLM view embeddings). `neighbours`: unit MiniLM vectors of a
-    collection to search for the similar-issues overlap (default: the issues' own first views)."""
-    p_re, p_comp, t_re, t_comp, avgs = _answers(model, head, static, v, embeddings)
-    gate = head.confident(p_re, p_comp)
-    same_re, same_comp = p_re.argmax(1) == t_re, p_comp.argmax(1) == t_comp
-
-    coll = embeddings[0] if neighbours is None else neighbours
-    est = head.first_view_vector(avgs)
+def agreement(head: FastHead, a: Answers, first_view: np.ndarray) -> Agreement:
+    """Compare the gated fast path with the full model on the issues of `a`; `first_view`: their MiniLM vectors
+    of the first view, searched among themselves for the similar-issues overlap."""
+    gate = head.confident(a.p_re, a.p_comp)
+    same_re, same_comp = a.p_re.argmax(1) == a.full_re, a.p_comp.argmax(1) == a.full_comp
+    est = head.first_view_vector(a.static_avgs)
     overlap = []
-    for i in range(len(v)):
-        a, b = coll @ embeddings[0][i], coll @ est[i]
-        if neighbours is None:
-            a[i] = b[i] = -np.inf  # not the issue itself
-        overlap.append(len(set(np.argsort(-a)[:5]) & set(np.argsort(-b)[:5])) / 5)
-    return Agreement(len(v), float(np.mean(same_re | ~gate)), float(np.mean(same_comp | ~gate)), float(gate.mean()),
+    for i in range(len(first_view)):
+        full, fast = first_view @ first_view[i], first_view @ est[i]
+        full[i] = fast[i] = -np.inf  # not the issue itself
+        overlap.append(len(set(np.argsort(-full)[:5]) & set(np.argsort(-fast)[:5])) / 5)
+    return Agreement(len(gate), float(np.mean(same_re | ~gate)), float(np.mean(same_comp | ~gate)), float(gate.mean()),
                      float(same_re.mean()), float(same_comp.mean()), float(np.mean(overlap)) if overlap else 0.0)

@@ -59,11 +59,17 @@ class FastHead:
     meta: dict = field(default_factory=dict)
 
     # ---- features ---------------------------------------------------------------------------------------
-    def static_features(self, static: StaticMiniLM, v: list[Views]) -> tuple[np.ndarray, dict[str, list]]:
-        """(idf-weighted static averages of every view side by side, word-piece ids per view)."""
-        flat = static.token_ids([getattr(x, f) for f in VIEW_FIELDS for x in v])  # one tokenizer call
+    @staticmethod
+    def view_ids(static: StaticMiniLM, v: list[Views]) -> dict[str, list]:
+        """Word-piece ids of every view of every issue (one tokenizer call)."""
+        flat = static.token_ids([getattr(x, f) for f in VIEW_FIELDS for x in v])
         n = len(v)
-        ids = {f: flat[k * n : (k + 1) * n] for k, f in enumerate(VIEW_FIELDS)}
+        return {f: flat[k * n : (k + 1) * n] for k, f in enumerate(VIEW_FIELDS)}
+
+    def static_features(self, static: StaticMiniLM, v: list[Views],
+                        ids: dict[str, list] | None = None) -> tuple[np.ndarray, dict[str, list]]:
+        """(idf-weighted static averages of every view side by side, word-piece ids per view)."""
+        ids = ids if ids is not None else self.view_ids(static, v)
         return np.hstack([static.pool(ids[f], self.idf) for f in VIEW_FIELDS]), ids
 
     def _bag(self, ids: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

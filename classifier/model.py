@@ -54,11 +54,6 @@ class IssueClassifier:
         self.folder: Path | None = None  # where it was loaded from or saved to
 
     # ---- features and prediction -------------------------------------------------------------------------
-    def features(self, v: list[Views], embeddings: list[np.ndarray]):
-        dense = dense_features(embeddings, [x.lexical for x in v])
-        sparse_rows = [self.tfidf.transform_one(x.lexical) for x in v]
-        return dense, sparse_rows
-
     @property
     def embedding_width(self) -> int:
         """How many leading dense features are the concatenated view embeddings."""

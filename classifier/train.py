@@ -149,7 +149,7 @@ def distill_fast_head(con, model: IssueClassifier, examples, tr_v, tr_emb, dv_v,
                       progress=None, get_embedder=None, unlabeled: list[Views] | None = None):
     """Distil the fast head from `model` over its training split and unlabeled issues; save it in `out_dir`;
     return its agreement with the model on the dev split."""
-    from retriage.classifier.distill import agreement, choose_gate, fit_fast_head, unlabeled_snapshot_views
+    from retriage.classifier.distill import agreement, answers, choose_gate, fit_fast_head, unlabeled_snapshot_views
     from retriage.classifier.static_embed import StaticMiniLM, ensure_table
 
     if unlabeled is None:
@@ -158,12 +158,16 @@ def distill_fast_head(con, model: IssueClassifier, examples, tr_v, tr_emb, dv_v,
 
             load_into(con)
         unlabeled = unlabeled_snapshot_views({e.key for e in examples})
-    un_emb = embed_views(con, unlabeled, progress, get_embedder) if unlabeled else [np.zeros((0, DIM), np.float32)] * 3
+    un_emb = (embed_views(con, unlabeled, progress, get_embedder) if unlabeled
+              else [np.zeros((0, DIM), np.float32)] * len(VIEW_FIELDS))
     static = StaticMiniLM(ensure_table())
     all_emb = [np.vstack([a, b]).astype(np.float32) for a, b in zip(tr_emb, un_emb)]
     head = fit_fast_head(model, static, tr_v + list(unlabeled), all_emb)
-    check = choose_gate(model, head, static, dv_v, dv_emb) if dv_v else {}
-    result = agreement(model, head, static, dv_v, dv_emb) if dv_v else None
+    check, result = {}, None
+    if dv_v:
+        dev_answers = answers(model, head, static, dv_v, dv_emb)
+        check = choose_gate(head, dev_answers)
+        result = agreement(head, dev_answers, dv_emb[0])
     head.meta.update(teacher_model_version=model.version, dev=result.to_dict() if result else {},
                      dev_two_fold=check)
     head.save(out_dir)
