@@ -250,3 +250,15 @@ def test_warm_triage_stays_fast_after_other_numpy_work(triage):
     seconds = (time.perf_counter() - started) / 3
     print(f"\nwarm in-process classify: {seconds * 1000:.0f} ms per trace")
     assert seconds < 1.5  # about 0.2 s here; 2.7 s when BLAS threads were limited from inside the view threads
+
+
+@pytest.mark.parametrize("name", ["empty", "random-bytes", "ansi-only"])
+def test_bad_input_with_a_database_is_one_line_and_exit_2(name, labeled_db):
+    """With a database, classify opens it in a background thread: refusing the input must still end cleanly
+    (exiting while DuckDB loaded used to abort the process with exit 134)."""
+    make, _ = ROBUSTNESS[name]
+    proc = run_cli("classify", input=make(), db=labeled_db.path)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("retriage: error:"), stderr

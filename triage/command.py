@@ -69,7 +69,11 @@ def classify(
     path = db or "retriage.duckdb"
     con = _open_in_background(path) if similar > 0 and os.path.exists(path) else None
     # one question per process: ask the database for similar issues rather than loading all their vectors
-    result = Triage(fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
+    try:
+        result = Triage(fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
+    finally:
+        if con is not None:
+            con()  # let the background open finish: exiting while DuckDB loads aborts the process (exit 134)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
     else:
