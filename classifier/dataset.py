@@ -1,7 +1,11 @@
-"""The labeled set: gold labels from taxonomy/labels/*.jsonl joined with issue texts, and the dev split.
+"""The labeled set: gold labels from taxonomy/labels/*.jsonl joined with issue texts, and the splits.
 
-Records of the bundled corpus carry only labels; their title and body come from the snapshot. Records found
-elsewhere (TensorRT-LLM, issues outside the corpus) carry the labeler's own title and summary.
+Three forms of record:
+- corpus: only labels; title and body come from the bundled snapshot (`source` "corpus");
+- real: an issue outside the corpus laid out as its real body is (template headings, the machine output it
+  quotes verbatim in code blocks, the reporter's prose paraphrased), in `body` (`source` "real");
+- summary: an older form, the labeler's own summary of an outside issue, in `text` (`source` "external").
+A real record that rebuilds a summarised one (`rebuilds`) replaces it.
 """
 
 from __future__ import annotations
@@ -10,9 +14,9 @@ import gzip
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
+from retriage.core.bundled import snapshot_files
 from retriage.taxonomy import LABELS_DIR, canonical_repo
 
 DEV_SHARE = 0.25
@@ -31,6 +35,15 @@ class Example:
     labeler: str = ""
     reason: str = ""
     source: str = "corpus"
+    created_at: str = ""  # YYYY-MM-DD of the issue, "" when unknown
+    gh_labels: tuple[str, ...] = ()
+
+    @property
+    def engine(self) -> str:
+        from retriage.taxonomy import engine_for_repo
+
+        e = engine_for_repo(self.repo)
+        return e.id if e else self.repo
 
     @property
     def key(self) -> tuple[str, int]:
@@ -39,14 +52,12 @@ class Example:
 
 @lru_cache(maxsize=1)
 def snapshot_index() -> dict[tuple[str, int], dict]:
-    folder = resources.files("retriage").joinpath("data", "snapshot")
     out = {}
-    for f in sorted(folder.iterdir(), key=lambda p: p.name):
-        if f.name.endswith(".jsonl.gz"):
-            with gzip.open(str(f), "rt", encoding="utf-8") as fh:
-                for line in fh:
-                    r = json.loads(line)
-                    out[(canonical_repo(r["repo"]), r["number"])] = r
+    for f in snapshot_files():
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                out[(canonical_repo(r["repo"]), r["number"])] = r
     return out
 
 
@@ -61,25 +72,32 @@ def read_labels(path: Path) -> list[dict]:
 
 
 def load_gold(folder: Path = LABELS_DIR) -> list[Example]:
-    """All labeled examples, first label wins when an issue was labeled in two files."""
+    """All labeled examples; the first label wins when an issue was labeled in two files, except that a real
+    record wins over a summary of the same issue."""
     snap = snapshot_index()
-    seen: set[tuple[str, int]] = set()
-    out: list[Example] = []
+    records: dict[tuple[str, int], dict] = {}
     for path in label_files(folder):
         for r in read_labels(path):
             key = (canonical_repo(r["repo"]), int(r["number"]))
-            if key in seen:
-                continue
-            if "text" in r:  # summarised by the labeler (outside the corpus)
-                title, body, source = r.get("title") or "", r.get("text") or "", "external"
-            elif key in snap:
-                title, body, source = snap[key]["title"] or "", snap[key]["body"] or "", "corpus"
-            else:
-                continue
-            seen.add(key)
-            out.append(Example(key[0], key[1], r.get("html_url") or snap.get(key, {}).get("html_url", ""),
-                               title, body, r["re_class"], r["component"], r.get("known_fix", "none"),
-                               r.get("labeler", ""), r.get("reason", ""), source))
+            if key not in records or ("body" in r and "text" in records[key]):
+                records[key] = r
+    out: list[Example] = []
+    for key, r in records.items():
+        if "body" in r:  # laid out as the real issue
+            title, body, source = r.get("title") or "", r.get("body") or "", "real"
+            created = r.get("created_at") or ""
+        elif "text" in r:  # summarised by the labeler (outside the corpus)
+            title, body, source = r.get("title") or "", r.get("text") or "", "external"
+            created = r.get("created_at") or ""
+        elif key in snap:
+            title, body, source = snap[key]["title"] or "", snap[key]["body"] or "", "corpus"
+            created = snap[key].get("created_at") or ""
+        else:
+            continue
+        out.append(Example(key[0], key[1], r.get("html_url") or snap.get(key, {}).get("html_url", ""),
+                           title, body, r["re_class"], r["component"], r.get("known_fix", "none"),
+                           r.get("labeler", ""), r.get("reason", ""), source, str(created)[:10],
+                           tuple(r.get("gh_labels") or ())))
     return out
 
 

@@ -9,7 +9,10 @@ from typing import Callable
 import duckdb
 import numpy as np
 
-from retriage.classifier.embed import DIM, text_hash
+from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier.embed import DIM, SentenceTransformerEmbedder, text_hash
+from retriage.classifier.features import VIEW_FIELDS, Views
+from retriage.db import writes
 
 
 def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> dict[str, np.ndarray]:
@@ -20,18 +23,6 @@ def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> dic
         [model, list(set(hashes))],
     ).fetchall()
     return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
-
-
-def store(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
-    if not vectors:
-        return
-    hashes = list(vectors)
-    mat = [vectors[h].astype(np.float32).tolist() for h in hashes]
-    con.execute(
-        f"""INSERT OR IGNORE INTO embeddings (text_hash, model, vector)
-            SELECT unnest($1::TEXT[]), $2, unnest($3::FLOAT[{DIM}][])""",
-        [hashes, model, mat],
-    )
 
 
 def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model: str,
@@ -55,7 +46,7 @@ def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model:
             vecs = embedder.encode([t for _, t in part])
             new = {h: v for (h, _), v in zip(part, vecs)}
             if con is not None:
-                store(con, new, model)
+                writes.save_embeddings(con, new, model)
             have.update(new)
             if progress:
                 progress(sum(occurrences[h] for h, _ in part))
@@ -63,3 +54,16 @@ def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model:
     for i, h in enumerate(hashes):
         out[i] = have[h]
     return out
+
+
+def embed_views(con: duckdb.DuckDBPyConnection | None, v: list[Views], progress: Callable[[int], None] | None = None,
+                get_embedder: Callable[[], object] | None = None) -> list[np.ndarray]:
+    """One embedding matrix per view (VIEW_FIELDS order), through the cache."""
+    cache: dict = {}
+
+    def embedder():
+        if "e" not in cache:
+            cache["e"] = (get_embedder or SentenceTransformerEmbedder)()
+        return cache["e"]
+
+    return [embed_cached(con, [getattr(x, f) for x in v], EMBEDDING_MODEL, embedder, progress) for f in VIEW_FIELDS]

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from retriage.classifier.folded import compile_folded, fold
-from retriage.classifier.textprep import clean_lines, key_lines, prepare
+from retriage.core.folded import compile_folded, fold
+from retriage.core.textprep import clean_lines, key_lines, prepare
 from retriage.taxonomy import HERE as TAXONOMY_DIR
 
 VIEW_FIELDS = ("full", "keys", "title")  # the views that are embedded, in feature order
@@ -120,9 +120,9 @@ class Tfidf:
 
 
 def rule_vector(text: str) -> np.ndarray:
-    """Which known-fix rules (triage/rules.toml) match: one-hot over their fix tags and their RE classes."""
+    """Which known-fix rules (taxonomy/rules.toml) match: one-hot over their fix tags and their RE classes."""
     from retriage.taxonomy import fix_tag_ids, re_class_ids
-    from retriage.triage.rules import match_rules
+    from retriage.core.rules import match_rules
 
     tags, classes = fix_tag_ids(), re_class_ids()
     v = np.zeros(len(tags) + len(classes), dtype=np.float32)

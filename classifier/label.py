@@ -17,7 +17,8 @@ from retriage.classifier.embed import text_hash
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
 from retriage.classifier.predict import known_fixes
-from retriage.classifier.train import embed_views
+from retriage.classifier.embedding_cache import embed_views
+from retriage.db import writes
 from retriage.db.store import transaction
 from retriage.taxonomy import engine_for_repo
 
@@ -70,11 +71,9 @@ def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None
                 fixes = known_fixes(x.lexical, engine.id if engine else None)
                 rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
                              p.abstained, fixes, version, now))
-            con.executemany("INSERT OR REPLACE INTO predictions (repo, number, re_class, component, confidence, "
-                            "component_confidence, abstained, known_fixes, model_version, labeled_at) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            con.executemany("INSERT OR REPLACE INTO issue_embeddings (repo, number, model, text_hash) VALUES (?, ?, ?, ?)",
-                            [(repo, number, EMBEDDING_MODEL, text_hash(x.full)) for (repo, number, _, _), x in zip(part, v)])
+            writes.save_predictions(con, rows)
+            writes.save_issue_embeddings(con, [(repo, number, EMBEDDING_MODEL, text_hash(x.full))
+                                               for (repo, number, _, _), x in zip(part, v)])
         if progress:
             progress(len(part))
     return LabelResult(len(todo), total - len(todo), version)

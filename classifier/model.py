@@ -18,7 +18,7 @@ import numpy as np
 from retriage.classifier.embed import DIM
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features
 from retriage.classifier.head import LinearHead, softmax
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 
 WEIGHTS = "weights.npz"
 VOCAB = "vocab.txt"

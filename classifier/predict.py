@@ -1,5 +1,10 @@
-"""Prediction for issue records: the library function behind `retriage predict`, `retriage label` and
-`retriage classify`."""
+"""Prediction for issue texts and records: the library behind `retriage predict`, `retriage label` and
+`retriage eval`.
+
+`predict_file` is the stable batch contract of `retriage predict`: issue objects in, one line per input issue
+out, {"repo", "number", "re_class", "re_confidence", "component", "component_confidence", "known_fixes": [tags],
+"abstained": bool}; `re_class` is always one of the classes (the best guess, also when abstaining); the output
+is written whole or not at all."""
 
 from __future__ import annotations
 
@@ -9,8 +14,11 @@ import duckdb
 
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
-from retriage.classifier.train import embed_views
-from retriage.triage.rules import match_rules
+from retriage.classifier.embedding_cache import embed_views
+from retriage.core.output import write_jsonl_atomic
+from retriage.core.rules import match_rules
+from retriage.db.importer import read_rows
+from retriage.taxonomy import engine_for_repo
 
 
 def known_fixes(text: str, engine: str | None = None) -> list[str]:
@@ -46,3 +54,26 @@ def predict_views(v: list[Views], model: IssueClassifier | None = None,
 
     emb = embed_views(con, v, progress, get_embedder)
     return model.predict(v, emb)
+
+
+def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> list[dict]:
+    """The batch contract's output lines for issue rows (db.records shape), in input order."""
+    v = [views(r["title"], r["body"]) for r in rows]
+    preds = predict_views(v, model)
+    out = []
+    for r, x, p in zip(rows, v, preds):
+        engine = engine_for_repo(r["repo"])
+        out.append({
+            "repo": r["repo"], "number": r["number"],
+            "re_class": p.re_class, "re_confidence": p.re_confidence,
+            "component": p.component, "component_confidence": p.component_confidence,
+            "known_fixes": known_fixes(x.lexical, engine.id if engine else None),
+            "abstained": p.abstained,
+        })
+    return out
+
+
+def predict_file(input_path, output_path, model: IssueClassifier | None = None) -> int:
+    rows = read_rows([input_path])
+    write_jsonl_atomic(output_path, predict_records(rows, model))
+    return len(rows)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -22,16 +21,18 @@ import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
 from retriage.classifier.embed import text_hash
-from retriage.classifier.embedding_cache import lookup, store
+from retriage.classifier.embedding_cache import lookup
+from retriage.core.bundled import snapshot_folder
+from retriage.db import writes
 from retriage.classifier.features import VIEW_FIELDS, views
 
 
 def cache_path() -> Path:
-    return Path(str(resources.files("retriage").joinpath("data", "snapshot", f"embeddings-{EMBEDDING_MODEL}.npz")))
+    return snapshot_folder() / f"embeddings-{EMBEDDING_MODEL}.npz"
 
 
 def snapshot_texts() -> list[str]:
-    from retriage.demo import snapshot_files
+    from retriage.core.bundled import snapshot_files
 
     texts: dict[str, None] = {}
     for f in snapshot_files():
@@ -69,7 +70,7 @@ def load_into(con: duckdb.DuckDBPyConnection, path: Path | None = None) -> int:
         hashes, vectors = list(a["hashes"]), a["vectors"].astype(np.float32)
     have = lookup(con, hashes, EMBEDDING_MODEL)
     new = {h: v for h, v in zip(hashes, vectors) if h not in have}
-    store(con, new, EMBEDDING_MODEL)
+    writes.save_embeddings(con, new, EMBEDDING_MODEL)
     return len(new)
 
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
 from retriage.classifier.dataset import Example, load_gold, split
-from retriage.classifier.embed import DIM, SentenceTransformerEmbedder
-from retriage.classifier.embedding_cache import embed_cached
-from retriage.classifier.evaluate import Scores, score
+from retriage.classifier.embed import DIM
+from retriage.classifier.embedding_cache import embed_views
+from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
 from retriage.classifier.head import LinearHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
@@ -39,19 +39,6 @@ class TrainResult:
     n_train: int
     n_dev: int
     fast: object = None  # distill.Agreement of the fast path with this model on the dev split
-
-
-def embed_views(con: duckdb.DuckDBPyConnection | None, v: list[Views], progress: Callable[[int], None] | None = None,
-                get_embedder: Callable[[], object] | None = None) -> list[np.ndarray]:
-    """One embedding matrix per view (VIEW_FIELDS order), through the cache."""
-    cache: dict = {}
-
-    def embedder():
-        if "e" not in cache:
-            cache["e"] = (get_embedder or SentenceTransformerEmbedder)()
-        return cache["e"]
-
-    return [embed_cached(con, [getattr(x, f) for x in v], EMBEDDING_MODEL, embedder, progress) for f in VIEW_FIELDS]
 
 
 def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple[float, float, float]:

@@ -18,7 +18,7 @@ import duckdb
 from retriage.db import writes
 from retriage.db.records import RecordError, issue_row
 from retriage.db.store import transaction
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 
 
 @dataclass
@@ -90,6 +90,7 @@ def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
 
 
 def read_rows(paths: list[Path]) -> list[dict]:
+    """The issue rows of the files (any shape `iter_objects` reads); a bad record is a one-line FILE:N error."""
     rows = []
     for path in paths:
         for where, obj in iter_objects(path):

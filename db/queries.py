@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import duckdb
 
 
@@ -11,19 +9,6 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
-
-
-def _iso(value):
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def jsonable(obj):
-    """Datetimes -> ISO strings, recursively."""
-    if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [jsonable(v) for v in obj]
-    return _iso(obj)
 
 
 def get_issue(con: duckdb.DuckDBPyConnection, repo: str, number: int) -> dict | None:

@@ -15,11 +15,18 @@ from retriage.taxonomy import canonical_repo
 _URL_REPO_RE = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)")
 _API_REPO_RE = re.compile(r"/repos/([\w.-]+/[\w.-]+?)(?:/|$)")
 
-ISSUE_COLUMNS = (
-    "repo", "number", "title", "body", "state", "labels", "author", "author_association",
-    "created_at", "updated_at", "closed_at", "comments", "is_pull_request", "html_url",
-)
-COMMENT_COLUMNS = ("repo", "issue_number", "id", "author", "body", "created_at", "updated_at", "html_url")
+# The columns of the issues and comments tables (db/migrations), with their DuckDB types: stated once here.
+ISSUE_TYPES = {
+    "repo": "TEXT", "number": "INTEGER", "title": "TEXT", "body": "TEXT", "state": "TEXT", "labels": "TEXT[]",
+    "author": "TEXT", "author_association": "TEXT", "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
+    "closed_at": "TIMESTAMP", "comments": "INTEGER", "is_pull_request": "BOOLEAN", "html_url": "TEXT",
+}
+COMMENT_TYPES = {
+    "repo": "TEXT", "issue_number": "INTEGER", "id": "BIGINT", "author": "TEXT", "body": "TEXT",
+    "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP", "html_url": "TEXT",
+}
+ISSUE_COLUMNS = tuple(ISSUE_TYPES)
+COMMENT_COLUMNS = tuple(COMMENT_TYPES)
 
 
 class RecordError(ValueError):

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import duckdb
 
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 
 DEFAULT_DB = "retriage.duckdb"
 

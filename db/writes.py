@@ -8,18 +8,13 @@ from typing import Iterable, Sequence
 
 import duckdb
 
-from retriage.db.records import COMMENT_COLUMNS, ISSUE_COLUMNS
+import numpy as np
 
-_ISSUE_TYPES = {
-    "repo": "TEXT", "number": "INTEGER", "title": "TEXT", "body": "TEXT", "state": "TEXT", "labels": "TEXT[]",
-    "author": "TEXT", "author_association": "TEXT", "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
-    "closed_at": "TIMESTAMP", "comments": "INTEGER", "is_pull_request": "BOOLEAN", "html_url": "TEXT",
-}
-_COMMENT_TYPES = {
-    "repo": "TEXT", "issue_number": "INTEGER", "id": "BIGINT", "author": "TEXT", "body": "TEXT",
-    "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP", "html_url": "TEXT",
-}
+from retriage.db.records import COMMENT_COLUMNS, COMMENT_TYPES, ISSUE_COLUMNS, ISSUE_TYPES
 
+PREDICTION_COLUMNS = ("repo", "number", "re_class", "component", "confidence", "component_confidence",
+                      "abstained", "known_fixes", "model_version", "labeled_at")
+VECTOR_DIM = 384  # the embeddings table's FLOAT[384] (db/migrations/001_init.sql)
 
 def _stage(con: duckdb.DuckDBPyConnection, name: str, columns: Sequence[str], types: dict, rows: list[dict]) -> None:
     """Load rows into a temporary table column-wise (one statement, no per-row round trips)."""
@@ -61,11 +56,11 @@ def _upsert(con, table: str, stage: str, columns: Sequence[str], types: dict, ke
 
 def upsert_issues(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
     """Insert or replace issue rows; returns counts of new, updated and unchanged rows."""
-    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, _ISSUE_TYPES, ("repo", "number"), rows)
+    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, ISSUE_TYPES, ("repo", "number"), rows)
 
 
 def upsert_comments(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
-    return _upsert(con, "comments", "_stage_comments", COMMENT_COLUMNS, _COMMENT_TYPES, ("repo", "id"), rows)
+    return _upsert(con, "comments", "_stage_comments", COMMENT_COLUMNS, COMMENT_TYPES, ("repo", "id"), rows)
 
 
 def save_links(con: duckdb.DuckDBPyConnection, links: list[tuple[str, int, str, int]]) -> None:
@@ -95,3 +90,43 @@ def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
               g.get("labeler")) for g in labels],
         )
     return len(labels)
+
+
+def save_predictions(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
+    """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version."""
+    if rows:
+        con.executemany(f"INSERT OR REPLACE INTO predictions ({', '.join(PREDICTION_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(PREDICTION_COLUMNS))})", rows)
+
+
+def save_issue_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, int, str, str]]) -> None:
+    """(repo, number, model, text_hash): which cached vector is an issue's."""
+    if rows:
+        con.executemany("INSERT OR REPLACE INTO issue_embeddings (repo, number, model, text_hash) VALUES (?, ?, ?, ?)",
+                        rows)
+
+
+def save_embeddings(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
+    """Cache vectors by text hash and model (a hash already cached keeps its vector)."""
+    if not vectors:
+        return
+    hashes = list(vectors)
+    mat = [vectors[h].astype(np.float32).tolist() for h in hashes]
+    con.execute(
+        f"""INSERT OR IGNORE INTO embeddings (text_hash, model, vector)
+            SELECT unnest($1::TEXT[]), $2, unnest($3::FLOAT[{VECTOR_DIM}][])""",
+        [hashes, model, mat],
+    )
+
+
+def replace_pr_links(con: duckdb.DuckDBPyConnection, prs: dict[str, list[int]],
+                     links: list[tuple[str, int, str, int]]) -> int:
+    """Replace the fix links of these pull requests (repo -> PR numbers) by `links`; returns how many are new."""
+    before: set[tuple] = set()
+    for repo, numbers in prs.items():
+        where = "WHERE repo = ? AND list_contains(?::INTEGER[], pr_number)"
+        before |= set(con.execute(f"SELECT repo, pr_number, issue_repo, issue_number FROM issue_links {where}",
+                                  [repo, numbers]).fetchall())
+        con.execute(f"DELETE FROM issue_links {where}", [repo, numbers])
+    save_links(con, links)
+    return len(set(links) - before)

@@ -54,12 +54,4 @@ def store_pr_links(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> int:
     for row in rows:
         if row["is_pull_request"]:
             prs.setdefault(row["repo"], []).append(row["number"])
-    before: set[tuple] = set()
-    for repo, numbers in prs.items():
-        where = "WHERE repo = ? AND list_contains(?::INTEGER[], pr_number)"
-        before |= set(con.execute(f"SELECT repo, pr_number, issue_repo, issue_number FROM issue_links {where}",
-                                  [repo, numbers]).fetchall())
-        con.execute(f"DELETE FROM issue_links {where}", [repo, numbers])
-    links = pr_links(rows)
-    writes.save_links(con, links)
-    return len(set(links) - before)
+    return writes.replace_pr_links(con, prs, pr_links(rows))

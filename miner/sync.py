@@ -24,7 +24,7 @@ import duckdb
 from retriage.db import writes
 from retriage.db.records import RecordError, comment_row, issue_row
 from retriage.db.store import transaction
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from retriage.miner.client import GitHubClient, GitHubError, RequestBudgetExhausted
 from retriage.miner.links import store_pr_links
 from retriage.taxonomy import canonical_repo, engine_by_alias, engines

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from retriage import taxonomy
-from retriage.refs import format_ref
+from retriage.core.refs import format_ref
 from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, Counts, Section, WeeklyReport,
                                     newest_categories)
 
@@ -224,7 +224,7 @@ def print_weekly(con, out: Console | None = None, weeks: int = 12, by: str = "re
     For `retriage demo` and notebooks. With nothing labeled it prints how to get labels instead of a table and
     returns None. Extra options go to weekly_report (engines, since, until, include_prs, model_version).
     """
-    from retriage.render import console
+    from retriage.core.console import console
     from retriage.report.weekly import weekly_report
 
     out = out or console()

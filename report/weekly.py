@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 import duckdb
 
 from retriage import taxonomy
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 
 BY_VALUES = ("re_class", "component")
 UNLABELED = "unlabeled"

@@ -3,18 +3,14 @@ shipped model, then a lookup and the weekly report. No network, no token."""
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from retriage.db import queries, writes
 from retriage.db.importer import import_files
 from retriage.db.store import connect, transaction
-from retriage.render import console, issue_panel, stats_table
-
-
-def snapshot_files() -> list[Path]:
-    folder = resources.files("retriage").joinpath("data", "snapshot")
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".jsonl.gz"))
+from retriage.core.bundled import snapshot_files
+from retriage.core.console import console
+from retriage.render import issue_panel, stats_table
 
 
 def load_team_labels(con) -> int:

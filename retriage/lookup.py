@@ -5,8 +5,8 @@ from __future__ import annotations
 import duckdb
 
 from retriage.db import queries
-from retriage.errors import UserError
-from retriage.refs import format_ref, parse_ref
+from retriage.core.errors import UserError
+from retriage.core.refs import format_ref, parse_ref
 
 
 def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5) -> dict:

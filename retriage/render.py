@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Group
+
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -55,7 +56,7 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
         table.add_row("fixes", ", ".join(f"#{n}" for n in links["fixes"]))
     parts += [Text(""), table]
 
-    from retriage.classifier.textprep import for_reading
+    from retriage.core.textprep import for_reading
 
     body = for_reading(issue["body"] or "", body_chars * 2).strip()  # templates and environment dumps dropped
     if body:
@@ -73,7 +74,7 @@ def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
     t.add_column("state")
     t.add_column("title", ratio=1)
     t.add_column("known fix")
-    from retriage.refs import format_ref
+    from retriage.core.refs import format_ref
 
     for r in rows:
         t.add_row(format_ref(r["repo"], r["number"]), f"{r['score']:.2f}", r.get("state") or "",
@@ -94,5 +95,3 @@ def stats_table(s: dict) -> Table:
     return t
 
 
-def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)

@@ -49,10 +49,6 @@ def fix_tags() -> list[Term]:
     return [Term(d["id"], d["definition"]) for d in _load("taxonomy.toml")["fix_tag"]]
 
 
-def tie_breaks() -> list[str]:
-    return list(_load("taxonomy.toml")["tie_breaks"])
-
-
 def re_class_ids() -> list[str]:
     return [t.id for t in re_classes()]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_file, run_cli
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from retriage.taxonomy import component_ids, engines, fix_tag_ids, re_class_ids
 from retriage.triage import engine as engine_detect
 from retriage.triage import logtext
-from retriage.triage.rules import is_wrapper, load_rules
+from retriage.core.rules import is_wrapper, load_rules
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}

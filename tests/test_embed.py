@@ -33,7 +33,7 @@ np.savez(sys.argv[2], ref=ref, port=port)
 
 def real_texts() -> list[str]:
     """Ten real texts: an empty one, titles, a log line, non-ASCII prose, a trace, and long bodies (>256 tokens)."""
-    from retriage.classifier.textprep import prepare
+    from retriage.core.textprep import prepare
 
     records = {}
     with gzip.open(corpus_file("vllm.jsonl.gz"), "rt", encoding="utf-8") as f:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_file
-from retriage.classifier.folded import compile_folded, fold, fold_pattern
+from retriage.core.folded import compile_folded, fold, fold_pattern
 from retriage.taxonomy import HERE as TAXONOMY_DIR
-from retriage.triage.rules import RULES_FILE
+from retriage.core.rules import RULES_FILE
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 

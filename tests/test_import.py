@@ -10,7 +10,7 @@ import pytest
 from retriage.db import store
 from retriage.db.importer import import_files
 from retriage.db.records import RecordError, issue_row
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from conftest import corpus_file, run_cli
 
 

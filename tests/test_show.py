@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from retriage.errors import UserError
-from retriage.refs import parse_ref
+from retriage.core.errors import UserError
+from retriage.core.refs import parse_ref
 from conftest import corpus_file, run_cli
 
 

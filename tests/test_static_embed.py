@@ -37,7 +37,7 @@ def test_batched_forward_is_the_single_sequence_forward(minilm):
     batched = minilm.hidden_states(np.array([ids, ids]))
     v = batched[0].mean(0)
     v /= np.linalg.norm(v)
-    assert np.allclose(batched[0], batched[1])
+    assert np.allclose(batched[0], batched[1], atol=1e-5)  # BLAS may block the two rows differently
     assert float(v @ minilm.encode(["CUDA out of memory. Tried to allocate 2.00 GiB"])[0]) > 0.9999
 
 

@@ -11,7 +11,7 @@ import pytest
 from retriage.db import store, writes
 from retriage.db.importer import import_files
 from retriage.db.records import issue_row
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from conftest import corpus_file
 
 
@@ -67,7 +67,7 @@ def test_failed_transaction_leaves_database_unchanged(db_path):
 def test_second_writer_gets_a_clear_error(db_path):
     con = store.connect(db_path)
     con.execute("SELECT 1").fetchone()
-    code = ("import sys\nfrom retriage.db import store\nfrom retriage.errors import UserError\n"
+    code = ("import sys\nfrom retriage.db import store\nfrom retriage.core.errors import UserError\n"
             f"try:\n    store.connect({str(db_path)!r})\nexcept UserError as e:\n    print(e); sys.exit(3)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_file
-from retriage.classifier.textprep import clean_lines, key_lines, prepare, strip_ansi, strip_prefix
+from retriage.core.textprep import clean_lines, key_lines, prepare, strip_ansi, strip_prefix
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 

@@ -1,4 +1,4 @@
-"""Known-fix rules (triage/rules.toml) against the real traces in tests/data/traces/.
+"""Known-fix rules (taxonomy/rules.toml) against the real traces in tests/data/traces/.
 
 The manifests say, for each real log excerpt, which rule must be the primary match, which rules must not match
 at all (near misses) and which fix tag the team gives the trace. Nothing here restates a rule's patterns.
@@ -15,8 +15,8 @@ import pytest
 
 from retriage.taxonomy import component_ids, engines, fix_tag_ids, re_class_ids
 from retriage.triage import logtext
-from retriage.classifier.folded import fold
-from retriage.triage.rules import RulesError, load_rules, match_rules
+from retriage.core.folded import fold
+from retriage.core.rules import RulesError, load_rules, match_rules
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 MANIFESTS = ("manifest.toml", "manifest_added.toml")
@@ -118,7 +118,7 @@ def test_guide_fix_tags_are_covered():
     (("'No available memory for the cache blocks'", "'No available (memory'"), "bad regex"),
 ])
 def test_invalid_rule_file_is_refused(tmp_path, change, message):
-    text = (Path(__file__).resolve().parents[1] / "triage" / "rules.toml").read_text()
+    text = (Path(__file__).resolve().parents[1] / "taxonomy" / "rules.toml").read_text()
     old, new = change
     assert old in text
     bad = tmp_path / "rules.toml"

@@ -20,7 +20,7 @@ from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
 from retriage.triage import logtext
-from retriage.triage.rules import Match, applies_to, match_rules
+from retriage.core.rules import Match, applies_to, match_rules
 
 MAX_FIXES = 3
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from retriage.taxonomy import Engine, engine_by_alias, engines
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from retriage.classifier.textprep import FRAME_RE, strip_ansi, strip_prefix
-from retriage.errors import UserError
-from retriage.triage.rules import is_wrapper
+from retriage.core.textprep import FRAME_RE, strip_ansi, strip_prefix
+from retriage.core.errors import UserError
+from retriage.core.rules import is_wrapper
 
 MAX_BYTES = 300_000
 HEAD_BYTES = 100_000

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from retriage.refs import format_ref
+from retriage.core.refs import format_ref
 from retriage.taxonomy import engines
 
 

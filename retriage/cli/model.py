@@ -1,39 +1,22 @@
-"""Typer commands of the classifier: train, label, predict, eval. Each parses options, calls the library
-and renders the result; heavy imports happen inside the functions."""
+"""Commands of the classifier: train, label, predict, eval."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-
-DbOption = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
-
-
-def _progress(total: int, description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    prog = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), transient=True, console=_console(stderr=True))
-    task = prog.add_task(description, total=total)
-    return prog, (lambda n: prog.advance(task, n))
-
-
-def _console(stderr: bool = False):
-    from retriage.render import console
-
-    return console(stderr=stderr)
+from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import progress as _progress
+from retriage.core.console import console as _console
 
 
 def train(
-    db: Optional[str] = DbOption,
+    db: Optional[str] = Db,
     labels: Path = typer.Option(None, help="Folder of labeled *.jsonl files (default: the package's taxonomy/labels)."),
     output: Path = typer.Option(None, help="Where to write the model (default: the package's classifier/model)."),
-    as_json: bool = typer.Option(False, "--json", help="Print dev metrics as JSON."),
+    as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
                                    "of `retriage classify` again (from the model in --output or the package)."),
 ):
@@ -56,7 +39,7 @@ def train(
         out.update({"n_train": result.n_train, "n_dev": result.n_dev, "coverage": round(result.coverage, 4),
                     "dev": {k: v.to_dict() for k, v in result.dev.items()}})
     if as_json:
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        print_json(out)
         return
     from retriage.classifier.render import scores_table
 
@@ -73,8 +56,8 @@ def train(
 
 
 def label(
-    db: Optional[str] = DbOption,
-    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    db: Optional[str] = Db,
+    as_json: bool = Json,
 ):
     """Label every issue in the database that has no prediction from the current model."""
     from retriage.classifier.label import label_database
@@ -94,7 +77,7 @@ def label(
             holder["prog"].stop()
     out = {"labeled": result.labeled, "already_labeled": result.already, "model_version": result.model_version}
     if as_json:
-        sys.stdout.write(json.dumps(out) + "\n")
+        print_json(out)
     else:
         typer.echo(f"labeled {result.labeled} issues with model {result.model_version} "
                    f"({result.already} already had a prediction from it)")
@@ -105,7 +88,7 @@ def predict(
     output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line."),
 ):
     """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
-    from retriage.classifier.batch import predict_file
+    from retriage.classifier.predict import predict_file
 
     n = predict_file(input, output)
     typer.echo(f"wrote {n} predictions to {output}", err=True)
@@ -115,15 +98,15 @@ def eval_cmd(
     gold: Optional[Path] = typer.Option(None, "--gold", help="Labeled JSON lines (repo, number, re_class, component; "
                                         "title/body or text, else taken from the database or snapshot). "
                                         "Default: the dev split of the team's labeled set."),
-    db: Optional[str] = DbOption,
-    as_json: bool = typer.Option(False, "--json", help="Print all scores as JSON."),
+    db: Optional[str] = Db,
+    as_json: bool = Json,
 ):
     """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines."""
-    from retriage.classifier.evaluation_run import run_eval
+    from retriage.classifier.evaluation import run_eval
 
     report = run_eval(gold, db)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        print_json(report.to_dict())
         return
     from retriage.classifier.render import eval_report
 

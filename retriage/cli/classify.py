@@ -1,8 +1,7 @@
-"""`retriage classify [FILE|-]`: Typer command over triage.classify."""
+"""`retriage classify [FILE|-]`: the command over retriage.triage.classify."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,7 +9,9 @@ from typing import Optional
 
 import typer
 
-from retriage.errors import UserError
+from retriage.cli.options import Json, print_json
+from retriage.core.console import console
+from retriage.core.errors import UserError
 
 
 def _open_in_background(path: str):
@@ -44,7 +45,7 @@ def classify(
     db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB",
                                      help="Database for similar issues (default ./retriage.duckdb if it exists)."),
     similar: int = typer.Option(5, help="How many similar past issues to show (0: none)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    as_json: bool = Json,
     exact: bool = typer.Option(False, "--exact", help="Always run the full MiniLM model (about 0.3 s more; by "
                                "default a fast path answers when it is clearly on one side of the model's "
                                "decision, the model itself otherwise)."),
@@ -75,9 +76,8 @@ def classify(
         if con is not None:
             con()  # let the background open finish: exiting while DuckDB loads aborts the process (exit 134)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+        print_json(result.to_json())
     else:
-        from retriage.render import console
         from retriage.triage.render import triage_panel
 
         console().print(triage_panel(result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, engine_by_alias, engines
 
 _URL_RE = re.compile(r"^(?:https?://)?(?:www\.)?github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)(?:[/?#].*)?$")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retriage.classifier.features import keyword_patterns
-from retriage.classifier.folded import fold
+from retriage.core.folded import fold
 from retriage.taxonomy import component_ids, re_class_ids
 
 

@@ -8,7 +8,9 @@ from typing import List, Optional
 import typer
 
 from retriage import taxonomy
-from retriage.errors import UserError
+from retriage.cli.options import Db
+from retriage.core.console import console
+from retriage.core.errors import UserError
 
 
 def _check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
@@ -53,7 +55,7 @@ def report(
     model_version: Optional[str] = typer.Option(
         None, "--model-version", envvar="RETRIAGE_MODEL_VERSION",
         help="Count this model version's predictions (default: the shipped model)."),
-    db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file."),
+    db: Optional[str] = Db,
 ):
     """Weekly distribution of RE classes (or components) per ISO week of issue creation.
 
@@ -93,6 +95,4 @@ def report(
             render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
         typer.echo(f"wrote {output}", err=True)
     else:
-        from retriage.render import console
-
         render.print_report(rep, console())

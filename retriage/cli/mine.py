@@ -5,7 +5,6 @@ Heavy imports (PyGithub, DuckDB, Rich) happen inside the command, so `retriage -
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from datetime import datetime, timezone
@@ -13,7 +12,9 @@ from typing import List, Optional
 
 import typer
 
-from retriage.errors import UserError
+from retriage.cli.options import Db, Json, print_json
+from retriage.core.console import console
+from retriage.core.errors import UserError
 from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS
 
 NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticated, which GitHub limits to "
@@ -119,14 +120,13 @@ def mine(
         None, "--max-requests", min=1, help="Stop cleanly after N requests; the next run continues from there."),
     request_gap: float = typer.Option(
         0.25, "--request-gap", min=0.0, help="Seconds between requests (GitHub asks for serial requests)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    db: Optional[str] = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb)."),
+    as_json: bool = Json,
+    db: Optional[str] = Db,
 ):
     """Sync issues, pull requests and comments from GitHub into the database: incremental and resumable.
 
     Token from GITHUB_TOKEN, else GH_TOKEN. An interrupted run loses nothing; an unchanged repository costs one request.
     """
-    from retriage.db.queries import jsonable
     from retriage.db.store import connect
     from retriage.miner.client import GitHubClient, GitHubError, token_from_env
     from retriage.miner.sync import load_state, parse_since, resolve_repos, sync_repos
@@ -150,10 +150,8 @@ def mine(
     summary = _summary(results, client, since_ignored)
     summary["seconds"] = round(time.monotonic() - started, 2)
     if as_json:
-        sys.stdout.write(json.dumps(jsonable(summary), indent=2) + "\n")
+        print_json(summary)
     else:
-        from retriage.render import console
-
         out = console()
         out.print(_summary_table(results))
         rate = summary["rate_limit"]

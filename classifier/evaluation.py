@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retriage.classifier import evaluate
+from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.features import views
 from retriage.classifier.predict import predict_texts
-from retriage.errors import UserError
+from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
 TARGETS = ("re_class", "component")
@@ -93,17 +93,17 @@ def run_eval(gold_path: Path | None, db: str | None = None) -> EvalReport:
     report = EvalReport(source, len(gold), len(train), version,
                         round(sum(not p.abstained for p in preds) / len(preds), 4))
     for target in TARGETS:
-        labels = evaluate.labels_for(target)
+        labels = metrics.labels_for(target)
         y = [getattr(e, target) for e in gold]
         ytr = [getattr(e, target) for e in train]
         model_pred = [getattr(p, target) for p in preds]
         report.scores[target] = {
-            "model": evaluate.score(y, model_pred, labels),
-            "majority": evaluate.score(y, evaluate.majority(ytr, len(y)), labels),
-            "keyword_rules": evaluate.score(y, evaluate.keyword_rules(gold_texts, target), labels),
-            "tfidf_logreg": evaluate.score(y, evaluate.tfidf_logreg(train_texts, ytr, gold_texts), labels),
+            "model": metrics.score(y, model_pred, labels),
+            "majority": metrics.score(y, metrics.majority(ytr, len(y)), labels),
+            "keyword_rules": metrics.score(y, metrics.keyword_rules(gold_texts, target), labels),
+            "tfidf_logreg": metrics.score(y, metrics.tfidf_logreg(train_texts, ytr, gold_texts), labels),
         }
         kept = [i for i, p in enumerate(preds) if not p.abstained]
         if kept:
-            report.confident[target] = evaluate.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
+            report.confident[target] = metrics.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
     return report

@@ -1,7 +1,7 @@
-"""The known-fix rules (triage/rules.toml): loading and matching.
+"""The known-fix rules (taxonomy/rules.toml): loading and matching.
 
 File order is priority: the first rule that matches is the primary answer. Patterns are searched
-case-insensitively in each line of a normalised log (as patterns for lowercased text: classifier/folded.py); a
+case-insensitively in each line of a normalised log (as patterns for lowercased text: core/folded.py); a
 rule with a not_pattern that matches anywhere does not apply. Each match keeps the line that matched, shown as
 evidence.
 """
@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from retriage.classifier.folded import compile_folded, fold
+from retriage.core.folded import compile_folded, fold
+from retriage.taxonomy import HERE as TAXONOMY_DIR
 from retriage.taxonomy import component_ids, fix_tag_ids, re_class_ids
 
-RULES_FILE = Path(__file__).resolve().parent / "rules.toml"
+RULES_FILE = TAXONOMY_DIR / "rules.toml"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,54 @@
+"""The `retriage` command: a thin Typer layer over the library, the top layer of the package.
+
+Each command parses options, calls one library function and renders its result (Rich for people, --json for
+scripts). Heavy imports happen inside the commands, so `retriage --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from retriage.cli import classify, data, mine, model, report
+from retriage.core.errors import UserError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    help="Mine LLM inference-engine issue trackers into DuckDB, classify resource bugs (RETAIN RE.1-RE.4), "
+    "attach known fixes, and triage pasted stack traces.",
+)
+
+app.command("import")(data.import_cmd)
+app.command("show")(data.show)
+app.command("stats")(data.stats)
+app.command("demo")(data.demo)
+app.command("mine")(mine.mine)
+app.command("report")(report.report)
+app.command("train")(model.train)
+app.command("label")(model.label)
+app.command("predict")(model.predict)
+app.command("eval")(model.eval_cmd)
+app.command("classify")(classify.classify)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as e:
+        sys.stderr.write(f"retriage: error: {e}\n")
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("retriage: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # last resort: one line, never a traceback (RETRIAGE_DEBUG=1 shows it)
+        if os.environ.get("RETRIAGE_DEBUG"):
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        sys.stderr.write(f"retriage: internal error: {type(e).__name__}: {first}\n")
+        sys.exit(70)

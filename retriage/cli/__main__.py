@@ -1,0 +1,3 @@
+from retriage.cli import main
+
+main()
