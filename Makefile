@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install bench clean
+.PHONY: demo test test-fast install bench clean
 
 $(BIN)/retriage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ demo: install
 
 test: install
 	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m "not slow"
 
 bench: install
 	$(BIN)/python bench/label --limit 400

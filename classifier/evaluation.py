@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
-from retriage.classifier.features import views
-from retriage.classifier.predict import predict_texts
+from retriage.classifier.embedding_cache import embed_views
+from retriage.classifier.features import Views, views
 from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
@@ -25,12 +26,14 @@ class EvalReport:
     coverage: float
     scores: dict = field(default_factory=dict)  # target -> {system -> Scores}
     confident: dict = field(default_factory=dict)  # target -> Scores on the issues the model did not abstain on
+    generalisation: list = field(default_factory=list)  # generalisation.SplitReport per split
 
     def to_dict(self) -> dict:
         return {"gold": self.source, "n": self.n, "n_train": self.n_train, "model_version": self.model_version,
                 "coverage": self.coverage,
                 "scores": {t: {k: v.to_dict() for k, v in d.items()} for t, d in self.scores.items()},
-                "model_when_confident": {t: v.to_dict() for t, v in self.confident.items()}}
+                "model_when_confident": {t: v.to_dict() for t, v in self.confident.items()},
+                "generalisation": [g.to_dict() for g in self.generalisation]}
 
 
 def read_gold(path: Path, con=None) -> list[Example]:
@@ -69,7 +72,23 @@ def read_gold(path: Path, con=None) -> list[Example]:
     return out
 
 
-def run_eval(gold_path: Path | None, db: str | None = None) -> EvalReport:
+def cached_embedder(con) -> Callable[[list[Views]], list]:
+    """View embeddings through `con`'s cache, or, without a database, an in-memory one holding the package's
+    shipped vectors (the snapshot and the labeled set), so that only texts nobody embedded are embedded."""
+    if con is None:
+        from retriage.classifier.snapshot_cache import load_into
+        from retriage.db.store import connect
+
+        con = connect(":memory:")
+        load_into(con)
+    return lambda v: embed_views(con, v)
+
+
+def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
+             step: Callable[[str], None] | None = None) -> EvalReport:
+    """The dev split (or a --gold file) scored by the shipped model beside the baselines; with `generalisation`
+    (and no --gold), the future and new-engine splits too (see classifier/generalisation.py)."""
+    step = step or (lambda _: None)
     con = None
     if db or Path("retriage.duckdb").exists():
         from retriage.db.store import connect
@@ -84,12 +103,16 @@ def run_eval(gold_path: Path | None, db: str | None = None) -> EvalReport:
         keys = {e.key for e in gold}
         train = [e for e in team if e.key not in keys]
         source = str(gold_path)
-    preds = predict_texts([(e.title, e.body) for e in gold], con=con)
     from retriage.classifier.model import IssueClassifier
 
-    version = IssueClassifier.load().version
+    model = IssueClassifier.load()
+    embed = cached_embedder(con)
+    step(f"{source}: {len(gold)} issues")
+    gold_views = [views(e.title, e.body) for e in gold]
+    preds = model.predict(gold_views, embed(gold_views))
+    version = model.version
     train_texts = [views(e.title, e.body).lexical for e in train]
-    gold_texts = [views(e.title, e.body).lexical for e in gold]
+    gold_texts = [x.lexical for x in gold_views]
     report = EvalReport(source, len(gold), len(train), version,
                         round(sum(not p.abstained for p in preds) / len(preds), 4))
     for target in TARGETS:
@@ -106,4 +129,10 @@ def run_eval(gold_path: Path | None, db: str | None = None) -> EvalReport:
         kept = [i for i, p in enumerate(preds) if not p.abstained]
         if kept:
             report.confident[target] = metrics.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
+    if generalisation and gold_path is None:
+        from retriage.classifier.generalisation import evaluate_split
+        from retriage.classifier.splits import generalisation_splits
+
+        for sp in generalisation_splits(team):
+            report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step))
     return report

@@ -77,3 +77,43 @@ def tfidf_logreg(train_texts: list[str], train_y: list[str], test_texts: list[st
 
 def labels_for(target: str) -> list[str]:
     return re_class_ids() if target == "re_class" else component_ids()
+
+
+# ---- generalisation figures ---------------------------------------------------------------------------
+def macro_f1(y_true: list[str], y_pred: list[str], labels: list[str]) -> float:
+    return score(y_true, y_pred, labels).macro_f1
+
+
+def bootstrap_interval(y_true: list[str], y_pred: list[str], labels: list[str], rounds: int = 1000,
+                       seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the macro-F1 (issues resampled with replacement)."""
+    from sklearn.metrics import f1_score
+
+    if not y_true:
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    yt, yp = np.array(y_true), np.array(y_pred)
+    n, stats = len(yt), []
+    for _ in range(rounds):
+        i = rng.integers(0, n, n)
+        present = [c for c in labels if c in set(yt[i]) | set(yp[i])]
+        stats.append(f1_score(yt[i], yp[i], labels=present, average="macro", zero_division=0))
+    lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (round(float(lo), 4), round(float(hi), 4))
+
+
+def detection(y_true: list[str], y_pred: list[str], negative: str = "none") -> dict:
+    """Resource-bug detection: any RE class against `none`, as precision, recall and counts."""
+    t = np.array([y != negative for y in y_true])
+    p = np.array([y != negative for y in y_pred])
+    tp = int((t & p).sum())
+    return {"precision": round(tp / p.sum(), 4) if p.sum() else 0.0,
+            "recall": round(tp / t.sum(), 4) if t.sum() else 0.0,
+            "flagged": int(p.sum()), "positives": int(t.sum())}
+
+
+def fix_recall(gold: list[str], predicted: list[list[str]], negative: str = "none") -> dict:
+    """Share of the issues whose label names a known fix that get that fix among the predicted ones."""
+    pairs = [(g, p) for g, p in zip(gold, predicted) if g != negative]
+    hit = sum(g in p for g, p in pairs)
+    return {"recall": round(hit / len(pairs), 4) if pairs else None, "n": len(pairs)}

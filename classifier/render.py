@@ -42,3 +42,29 @@ def eval_report(console, report) -> None:
             c = report.confident[target]
             console.print(f"model on the {report.coverage:.0%} it does not abstain on: macro-F1 {c.macro_f1:.3f}, "
                           f"accuracy {c.accuracy:.3f}")
+    for g in getattr(report, "generalisation", []):
+        console.print(generalisation_table(g))
+
+
+def generalisation_table(g) -> Table:
+    """One split: each system's RE macro-F1 with its 95 % interval, per-class F1, resource-bug detection,
+    component macro-F1 and known-fix recall (fits 80 columns)."""
+    sources = ", ".join(f"{n} {k}" for k, n in sorted(g.test_sources.items()))
+    t = Table(title=f"{g.name}: {g.description}; {g.n_train} train, {g.n_test} test ({sources})",
+              title_justify="left")
+    for col in ("system", "RE F1", "95% CI", "F1 RE.1/2/3/4/none", "res. P/R", "comp F1", "fix rec."):
+        t.add_column(col, justify="left" if col == "system" else "right", no_wrap=True)
+    for name, s in g.systems.items():
+        lo, hi = s.re_interval
+        f1 = f"[bold]{s.re_macro_f1:.3f}[/]" if name == "model" else f"{s.re_macro_f1:.3f}"
+        fix = "-" if s.fix_recall is None or s.fix_recall["recall"] is None else f"{s.fix_recall['recall']:.2f}"
+        per = " ".join(f"{s.re_per_class_f1[c]:.2f}" if c in s.re_per_class_f1 else " -  "
+                       for c in ("RE.1", "RE.2", "RE.3", "RE.4", "none"))
+        t.add_row(name.replace("_", " "), f1, f"{lo:.2f}-{hi:.2f}", per,
+                  f"{s.detection['precision']:.2f}/{s.detection['recall']:.2f}", f"{s.component_macro_f1:.3f}", fix)
+    engines = "; ".join(f"{e} n={d['n']}: RE F1 {d['re_macro_f1']:.2f} ({d['re_macro_f1_95ci'][0]:.2f}-"
+                        f"{d['re_macro_f1_95ci'][1]:.2f}), P/R {d['detection']['precision']:.2f}/"
+                        f"{d['detection']['recall']:.2f}" for e, d in g.per_engine.items())
+    t.caption = f"model per engine: {engines}"
+    t.caption_justify = "left"
+    return t

@@ -54,6 +54,22 @@ def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple
     return best
 
 
+def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.ndarray], hyperparameters: dict,
+                   calibrate: bool = True, features=None) -> IssueClassifier:
+    """Both heads fitted on labeled issues with the given hyperparameters ({target: {"C", "sparse_weight"}});
+    no abstain threshold (0). `features`: (tfidf, dense, sparse) already computed for these issues."""
+    if features is None:
+        tfidf = Tfidf().fit([x.lexical for x in v])
+        features = (tfidf, dense_features(embeddings, [x.lexical for x in v]), tfidf.transform([x.lexical for x in v]))
+    tfidf, dense, sparse = features
+    heads = []
+    for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
+        h = hyperparameters[target]
+        heads.append(LinearHead.fit(dense, sparse, [getattr(e, target) for e in examples], classes, C=h["C"],
+                                    sparse_weight=h["sparse_weight"], calibrate=calibrate))
+    return IssueClassifier(tfidf, *heads, threshold=0.0)
+
+
 def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage: float = MIN_COVERAGE) -> float:
     """The confidence below which to abstain: the threshold with the best accuracy on the kept issues among
     those that keep at least `min_coverage` of them."""
@@ -83,21 +99,20 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
           unlabeled: list[Views] | None = None) -> TrainResult:
     """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled)."""
     examples, tr, dv, tr_v, dv_v, tr_emb, dv_emb = labeled_split(con, labels_dir, progress, get_embedder)
+    dense_dv = dense_features(dv_emb, [x.lexical for x in dv_v])
     tfidf = Tfidf().fit([x.lexical for x in tr_v])
     dense_tr = dense_features(tr_emb, [x.lexical for x in tr_v])
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
-    dense_dv = dense_features(dv_emb, [x.lexical for x in dv_v])
     sparse_dv = [tfidf.transform_one(x.lexical) for x in dv_v]
     y_re = [e.re_class for e in tr]
     y_comp = [e.component for e in tr]
 
     # regularisation strength and TF-IDF weight per head, chosen on dev
-    heads, chosen = [], {}
+    chosen = {}
     for target, y, classes in (("re_class", y_re, re_class_ids()), ("component", y_comp, component_ids())):
         _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, [getattr(e, target) for e in dv])
         chosen[target] = {"C": c, "sparse_weight": sw}
-        heads.append(LinearHead.fit(dense_tr, sparse_tr, y, classes, C=c, sparse_weight=sw))
-    model = IssueClassifier(tfidf, *heads, threshold=0.0)
+    model = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
     preds = model.predict(dv_v, dv_emb)
     conf = np.array([p.re_confidence for p in preds])
     correct = np.array([p.re_class == e.re_class for p, e in zip(preds, dv)])

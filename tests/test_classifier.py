@@ -20,6 +20,8 @@ from retriage.classifier.head import LinearHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
 from retriage.taxonomy import canonical_repo, component_ids, fix_tag_ids, re_class_ids, resource_class_ids
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 
 @pytest.fixture(scope="module")
 def gold():

@@ -19,6 +19,8 @@ from retriage.triage import engine as engine_detect
 from retriage.triage import logtext
 from retriage.core.rules import is_wrapper, load_rules
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}
 

@@ -21,6 +21,8 @@ from retriage.classifier.embed import DIM, MAX_TOKENS, map_safetensors, model_pa
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 CHILD = r"""
 import json, sys, numpy as np
 from retriage.classifier.embed import NumpyMiniLM, SentenceTransformerEmbedder

@@ -19,6 +19,8 @@ from retriage.classifier.model import IssueClassifier, shipped_model_dir
 from retriage.classifier.snapshot_cache import cache_path
 from retriage.classifier.static_embed import StaticMiniLM, load_table
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 
 
@@ -59,17 +61,6 @@ def test_shipped_fast_head_belongs_to_the_shipped_model(model, head):
     assert FastHead.load(shipped_model_dir(), "m-000000000000")[0] is None
 
 
-def test_classify_path_agrees_with_the_full_model_on_dev_issues(model, head, static, dev_with_vectors):
-    v, emb = dev_with_vectors
-    assert len(v) > 400
-    a = distill.agreement(head, distill.answers(model, head, static, v, emb), emb[0])
-    print(f"\nfast path on {a.n} dev corpus issues: {a.to_dict()}")
-    assert a.re_agreement >= 0.98  # the issue's bar for the classify path
-    assert a.fast_share >= 0.5  # most questions are answered without MiniLM
-    assert a.re_agreement_fast_only < a.re_agreement  # the gate does something
-    assert a.component_agreement >= 0.9
-
-
 def test_gate_follows_the_margins(model, head, static, dev_with_vectors):
     v, _ = dev_with_vectors
     avgs, ids = head.static_features(static, v[:60])
@@ -94,6 +85,8 @@ def answers():
 
 
 def test_real_traces_fast_and_full_agree(answers):
+    """The traces took no part in fitting the fast head or choosing its gate (the dev split did), so this can
+    fail: agreement asserted on the dev split itself could not."""
     n = len(answers)
     fast = [a for _, a, _ in answers if a.fast_path]
     same = sum(a.re_class == b.re_class for _, a, b in answers)

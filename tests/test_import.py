@@ -13,6 +13,8 @@ from retriage.db.records import RecordError, issue_row
 from retriage.core.errors import UserError
 from conftest import corpus_file, run_cli
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 
 def _count(db_path) -> int:
     con = store.connect(db_path, read_only=True)

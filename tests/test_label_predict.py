@@ -21,6 +21,8 @@ from retriage.classifier.dataset import load_gold, split
 from retriage.classifier.model import IssueClassifier
 from retriage.taxonomy import component_ids, fix_tag_ids, re_class_ids
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 PREDICT_KEYS = {"repo", "number", "re_class", "re_confidence", "component", "component_confidence", "known_fixes",
                 "abstained"}
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 RETRIAGE = str(Path(sys.executable).with_name("retriage"))
 VLLM, SGLANG = "vllm-project/vllm", "sgl-project/sglang"
 TOKEN = "ghp_cliToken5551234567890abcdefghijKLMNOP"

@@ -12,6 +12,10 @@ from pathlib import Path
 from retriage.db.store import connect
 from retriage.miner import sync
 
+import pytest  # noqa: E402
+
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 REPO = "vllm-project/vllm"
 TOKEN = "ghp_killtoken000000000011111111112222222222"
 RETRIAGE = str(Path(sys.executable).with_name("retriage"))

@@ -6,11 +6,14 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 
 from retriage.classifier import current_model_name
 from retriage.db.neighbours import NeighbourIndex
 from retriage.db.queries import issue_vector, similar_to_vector
 from retriage.db.store import connect
+
+pytestmark = pytest.mark.slow  # builds a labeled database with the CLI first
 
 
 def same(a: list[dict], b: list[dict]) -> bool:

@@ -16,6 +16,10 @@ from retriage.classifier import current_model_name
 from retriage.db.importer import import_files
 from retriage.db.store import connect
 
+import pytest  # noqa: E402
+
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 NOTEBOOK = ROOT / "notebooks" / "weekly_distribution.ipynb"
 MODEL = "notebook-test-model"
 

@@ -275,6 +275,7 @@ def test_cli_table_ends_with_totals_change_and_newest_links(db, con):
         assert [w.week.isoformat(), str(w.total)] in [cells[:2] for cells in lines], w.week
 
 
+@pytest.mark.slow  # renders PNG and HTML charts with vl-convert
 def test_cli_charts(db, tmp_path, monkeypatch):
     png = tmp_path / "weekly.png"
     r = _cli(db, "--weeks", "10", "--format", "png", "--output", str(png))

@@ -10,6 +10,8 @@ from retriage.core.errors import UserError
 from retriage.core.refs import parse_ref
 from conftest import corpus_file, run_cli
 
+pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a training run: the full tier only
+
 
 @pytest.fixture(scope="module")
 def corpus_db(tmp_path_factory):

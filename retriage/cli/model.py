@@ -100,11 +100,16 @@ def eval_cmd(
                                         "Default: the dev split of the team's labeled set."),
     db: Optional[str] = Db,
     as_json: bool = Json,
+    dev_only: bool = typer.Option(False, "--dev-only", help="Only the dev split (skip the future and new-engine "
+                                  "splits, which refit the model on each split's training side)."),
 ):
-    """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines."""
+    """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines, on the dev split and
+    on the splits that measure generalisation: future (trained before 2025-08-01) and new engine (TensorRT-LLM)."""
     from retriage.classifier.evaluation import run_eval
 
-    report = run_eval(gold, db)
+    status = _console(stderr=True).status("evaluating")
+    with status:
+        report = run_eval(gold, db, generalisation=not dev_only, step=lambda what: status.update(what))
     if as_json:
         print_json(report.to_dict())
         return
