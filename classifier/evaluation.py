@@ -11,6 +11,7 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.features import Views, views
+from retriage.classifier.generalisation import cached_baseline, evaluate_split
 from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
@@ -108,10 +109,17 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     model = IssueClassifier.load()
     embed = cached_embedder(con)
     step(f"{source}: {len(gold)} issues")
-    gold_views = [views(e.title, e.body) for e in gold]
+    memo: dict[tuple[str, int], Views] = {}
+
+    def view_of(e: Example) -> Views:
+        if e.key not in memo:
+            memo[e.key] = views(e.title, e.body)
+        return memo[e.key]
+
+    gold_views = [view_of(e) for e in gold]
     preds = model.predict(gold_views, embed(gold_views))
     version = model.version
-    train_texts = [views(e.title, e.body).lexical for e in train]
+    train_texts = [view_of(e).lexical for e in train]
     gold_texts = [x.lexical for x in gold_views]
     report = EvalReport(source, len(gold), len(train), version,
                         round(sum(not p.abstained for p in preds) / len(preds), 4))
@@ -124,15 +132,14 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
             "model": metrics.score(y, model_pred, labels),
             "majority": metrics.score(y, metrics.majority(ytr, len(y)), labels),
             "keyword_rules": metrics.score(y, metrics.keyword_rules(gold_texts, target), labels),
-            "tfidf_logreg": metrics.score(y, metrics.tfidf_logreg(train_texts, ytr, gold_texts), labels),
+            "tfidf_logreg": metrics.score(y, cached_baseline(metrics.tfidf_logreg, train_texts, ytr, gold_texts), labels),
         }
         kept = [i for i, p in enumerate(preds) if not p.abstained]
         if kept:
             report.confident[target] = metrics.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
     if generalisation and gold_path is None:
-        from retriage.classifier.generalisation import evaluate_split
         from retriage.classifier.splits import generalisation_splits
 
         for sp in generalisation_splits(team):
-            report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step))
+            report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step, view_of))
     return report

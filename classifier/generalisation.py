@@ -68,15 +68,46 @@ def system_scores(gold: list[Example], re_pred: list[str], comp_pred: list[str],
         metrics.fix_recall([e.known_fix for e in gold], fixes) if fixes is not None else None)
 
 
+def cached_baseline(fn: Callable[..., list[str]], *inputs) -> list[str]:
+    """`fn(*inputs)`, remembered on disk by a hash of its name and inputs (the TF-IDF baseline refits in seconds
+    per split and target, always to the same answer). A cache that cannot be read or written is skipped."""
+    import hashlib
+    import json
+
+    from retriage.core.paths import cache_dir
+
+    h = hashlib.sha256(fn.__name__.encode())
+    h.update(json.dumps(inputs, ensure_ascii=False).encode("utf-8", "replace"))
+    path = cache_dir() / "baselines" / f"{h.hexdigest()[:32]}.json"
+    try:
+        out = json.loads(path.read_text())
+        if isinstance(out, list) and all(isinstance(x, str) for x in out):
+            return out
+    except (OSError, ValueError):
+        pass
+    out = fn(*inputs)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(list(out)))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return list(out)
+
+
 def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
-                   step: Callable[[str], None] | None = None) -> SplitReport:
-    """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache)."""
+                   step: Callable[[str], None] | None = None,
+                   view_of: Callable[[Example], Views] | None = None) -> SplitReport:
+    """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache); `view_of`: an
+    example's views (default: computed here; pass a memo when evaluating several splits)."""
     from retriage.classifier.train import fit_classifier
 
     step = step or (lambda _: None)
+    view_of = view_of or (lambda e: views(e.title, e.body))
     tr, te = split.train, split.test
-    tr_v = [views(e.title, e.body) for e in tr]
-    te_v = [views(e.title, e.body) for e in te]
+    tr_v = [view_of(e) for e in tr]
+    te_v = [view_of(e) for e in te]
     step(f"{split.name}: embeddings")
     tr_emb, te_emb = embed(tr_v), embed(te_v)
     step(f"{split.name}: fitting the model on {len(tr)} issues")
@@ -90,8 +121,8 @@ def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]
     step(f"{split.name}: baselines")
     tr_text, te_text = [x.lexical for x in tr_v], [x.lexical for x in te_v]
     report.systems["tfidf_logreg"] = system_scores(
-        te, metrics.tfidf_logreg(tr_text, [e.re_class for e in tr], te_text),
-        metrics.tfidf_logreg(tr_text, [e.component for e in tr], te_text))
+        te, cached_baseline(metrics.tfidf_logreg, tr_text, [e.re_class for e in tr], te_text),
+        cached_baseline(metrics.tfidf_logreg, tr_text, [e.component for e in tr], te_text))
     report.systems["keyword_rules"] = system_scores(
         te, metrics.keyword_rules(te_text, "re_class"), metrics.keyword_rules(te_text, "component"))
     report.systems["majority"] = system_scores(

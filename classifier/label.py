@@ -13,7 +13,7 @@ from typing import Callable
 import duckdb
 
 from retriage.classifier import EMBEDDING_MODEL
-from retriage.classifier.embed import text_hash
+from retriage.classifier.embed import Embedder, get_embedder, text_hash
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
 from retriage.classifier.predict import known_fixes
@@ -41,7 +41,7 @@ def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
 
 
 def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None = None,
-                   progress: Callable[[int], None] | None = None, get_embedder=None,
+                   progress: Callable[[int], None] | None = None, embedder: Embedder | None = None,
                    on_total: Callable[[int], None] | None = None) -> LabelResult:
     model = model or IssueClassifier.load()
     version = model.version
@@ -49,14 +49,7 @@ def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None
     total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
     if on_total:
         on_total(len(todo))
-    cache: dict = {}
-
-    def embedder():
-        if "e" not in cache:
-            from retriage.classifier.embed import SentenceTransformerEmbedder
-
-            cache["e"] = (get_embedder or SentenceTransformerEmbedder)()
-        return cache["e"]
+    embedder = embedder or get_embedder()
 
     for start in range(0, len(todo), CHUNK):
         part = todo[start:start + CHUNK]

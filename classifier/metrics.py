@@ -86,18 +86,23 @@ def macro_f1(y_true: list[str], y_pred: list[str], labels: list[str]) -> float:
 
 def bootstrap_interval(y_true: list[str], y_pred: list[str], labels: list[str], rounds: int = 1000,
                        seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the macro-F1 (issues resampled with replacement)."""
-    from sklearn.metrics import f1_score
-
+    """Percentile bootstrap interval of the macro-F1 (issues resampled with replacement; per round, the
+    macro-F1 over the labels present in that resample, as `score` computes it)."""
     if not y_true:
         return (0.0, 0.0)
+    index = {c: i for i, c in enumerate(labels)}
+    k = len(labels)
+    t = np.array([index[y] for y in y_true])
+    p = np.array([index[y] for y in y_pred])
     rng = np.random.default_rng(seed)
-    yt, yp = np.array(y_true), np.array(y_pred)
-    n, stats = len(yt), []
-    for _ in range(rounds):
-        i = rng.integers(0, n, n)
-        present = [c for c in labels if c in set(yt[i]) | set(yp[i])]
-        stats.append(f1_score(yt[i], yp[i], labels=present, average="macro", zero_division=0))
+    stats = np.empty(rounds)
+    for r in range(rounds):
+        i = rng.integers(0, len(t), len(t))
+        cm = np.bincount(t[i] * k + p[i], minlength=k * k).reshape(k, k)
+        tp, support, predicted = np.diag(cm), cm.sum(1), cm.sum(0)
+        present = (support + predicted) > 0
+        f1 = np.divide(2 * tp, support + predicted, out=np.zeros(k), where=present)
+        stats[r] = f1[present].mean()
     lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
     return (round(float(lo), 4), round(float(hi), 4))
 

@@ -14,6 +14,7 @@ import duckdb
 
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
+from retriage.classifier.embed import Embedder
 from retriage.classifier.embedding_cache import embed_views
 from retriage.core.output import write_jsonl_atomic
 from retriage.core.rules import match_rules
@@ -31,29 +32,20 @@ def known_fixes(text: str, engine: str | None = None) -> list[str]:
 
 
 def predict_texts(items: list[tuple[str | None, str | None]], model: IssueClassifier | None = None,
-                  con: duckdb.DuckDBPyConnection | None = None, get_embedder: Callable[[], object] | None = None,
+                  con: duckdb.DuckDBPyConnection | None = None, embedder: Embedder | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Prediction]:
     """Predictions for (title, body) pairs. Embeddings go through the database cache when `con` is given."""
-    return predict_views([views(t, b) for t, b in items], model, con, get_embedder, progress)
+    return predict_views([views(t, b) for t, b in items], model, con, embedder, progress)
 
 
 def predict_views(v: list[Views], model: IssueClassifier | None = None,
-                  con: duckdb.DuckDBPyConnection | None = None, get_embedder: Callable[[], object] | None = None,
+                  con: duckdb.DuckDBPyConnection | None = None, embedder: Embedder | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Prediction]:
-    """Predictions for issues whose views are already prepared."""
+    """Predictions for issues whose views are already prepared (default embedder: sentence-transformers)."""
     model = model or IssueClassifier.load()
     if not v:
         return []
-    if get_embedder is None:
-        from retriage.classifier.embed import default_embedder
-
-        batch = len(v) > 64
-
-        def get_embedder():
-            return default_embedder(batch=batch)
-
-    emb = embed_views(con, v, progress, get_embedder)
-    return model.predict(v, emb)
+    return model.predict(v, embed_views(con, v, progress, embedder))
 
 
 def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> list[dict]:

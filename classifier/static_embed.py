@@ -24,17 +24,11 @@ from typing import Callable
 import numpy as np
 
 from retriage.classifier.embed import MAX_TOKENS, MODEL_NAME, model_path
+from retriage.core.paths import cache_dir
 
 TABLE_VERSION = 1  # bump when the way rows are computed changes
 CLS, SEP = 101, 102
 BATCH = 512
-
-
-def cache_dir() -> Path:
-    if os.environ.get("RETRIAGE_CACHE_DIR"):
-        return Path(os.environ["RETRIAGE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "retriage"
 
 
 @lru_cache(maxsize=4)

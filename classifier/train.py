@@ -84,21 +84,36 @@ def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage:
     return best_t
 
 
-def labeled_split(con, labels_dir: Path, progress=None, get_embedder=None):
-    """(examples, train split, dev split, their views, their view embeddings through the cache)."""
+@dataclass
+class LabeledSplit:
+    """The labeled set cut into training and dev issues, with their views and view embeddings."""
+
+    examples: list[Example]
+    train: list[Example]
+    dev: list[Example]
+    train_views: list[Views]
+    dev_views: list[Views]
+    train_embeddings: list[np.ndarray]
+    dev_embeddings: list[np.ndarray]
+
+
+def labeled_split(con, labels_dir: Path, progress=None, embedder=None) -> LabeledSplit:
+    """The dev split of the labeled set, embedded through the cache."""
     examples = load_gold(labels_dir)
     tr, dv = split(examples)
     tr_v = [views(e.title, e.body) for e in tr]
     dv_v = [views(e.title, e.body) for e in dv]
-    return (examples, tr, dv, tr_v, dv_v, embed_views(con, tr_v, progress, get_embedder),
-            embed_views(con, dv_v, progress, get_embedder))
+    return LabeledSplit(examples, tr, dv, tr_v, dv_v, embed_views(con, tr_v, progress, embedder),
+                        embed_views(con, dv_v, progress, embedder))
 
 
 def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
-          progress: Callable[[int], None] | None = None, get_embedder=None,
+          progress: Callable[[int], None] | None = None, embedder=None,
           unlabeled: list[Views] | None = None) -> TrainResult:
     """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled)."""
-    examples, tr, dv, tr_v, dv_v, tr_emb, dv_emb = labeled_split(con, labels_dir, progress, get_embedder)
+    data = labeled_split(con, labels_dir, progress, embedder)
+    tr, dv, tr_v, dv_v = data.train, data.dev, data.train_views, data.dev_views
+    tr_emb, dv_emb = data.train_embeddings, data.dev_embeddings
     dense_dv = dense_features(dv_emb, [x.lexical for x in dv_v])
     tfidf = Tfidf().fit([x.lexical for x in tr_v])
     dense_tr = dense_features(tr_emb, [x.lexical for x in tr_v])
@@ -131,24 +146,22 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     }
     out_dir = Path(out_dir or shipped_model_dir())
     version = model.save(out_dir)
-    fast = distill_fast_head(con, model, examples, tr_v, tr_emb, dv_v, dv_emb, out_dir, progress, get_embedder,
-                             unlabeled)
+    fast = distill_fast_head(con, model, data, out_dir, progress, embedder, unlabeled)
     return TrainResult(model, version, dev, coverage, len(tr), len(dv), fast)
 
 
 def refresh_fast_head(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR,
                       model_dir: Path | None = None, progress: Callable[[int], None] | None = None,
-                      get_embedder=None, unlabeled: list[Views] | None = None):
+                      embedder=None, unlabeled: list[Views] | None = None):
     """Distil the fast head again for the model already in `model_dir` (the heads stay as they are)."""
     model_dir = Path(model_dir or shipped_model_dir())
     model = IssueClassifier.load(model_dir)
-    examples, _, _, tr_v, dv_v, tr_emb, dv_emb = labeled_split(con, labels_dir, progress, get_embedder)
-    return model, distill_fast_head(con, model, examples, tr_v, tr_emb, dv_v, dv_emb, model_dir, progress,
-                                    get_embedder, unlabeled)
+    data = labeled_split(con, labels_dir, progress, embedder)
+    return model, distill_fast_head(con, model, data, model_dir, progress, embedder, unlabeled)
 
 
-def distill_fast_head(con, model: IssueClassifier, examples, tr_v, tr_emb, dv_v, dv_emb, out_dir: Path,
-                      progress=None, get_embedder=None, unlabeled: list[Views] | None = None):
+def distill_fast_head(con, model: IssueClassifier, data: LabeledSplit, out_dir: Path, progress=None,
+                      embedder=None, unlabeled: list[Views] | None = None):
     """Distil the fast head from `model` over its training split and unlabeled issues; save it in `out_dir`;
     return its agreement with the model on the dev split."""
     from retriage.classifier.distill import agreement, answers, choose_gate, fit_fast_head, unlabeled_snapshot_views
@@ -159,17 +172,17 @@ def distill_fast_head(con, model: IssueClassifier, examples, tr_v, tr_emb, dv_v,
             from retriage.classifier.snapshot_cache import load_into
 
             load_into(con)
-        unlabeled = unlabeled_snapshot_views({e.key for e in examples})
-    un_emb = (embed_views(con, unlabeled, progress, get_embedder) if unlabeled
+        unlabeled = unlabeled_snapshot_views({e.key for e in data.examples})
+    un_emb = (embed_views(con, unlabeled, progress, embedder) if unlabeled
               else [np.zeros((0, DIM), np.float32)] * len(VIEW_FIELDS))
     static = StaticMiniLM(ensure_table())
-    all_emb = [np.vstack([a, b]).astype(np.float32) for a, b in zip(tr_emb, un_emb)]
-    head = fit_fast_head(model, static, tr_v + list(unlabeled), all_emb)
+    all_emb = [np.vstack([a, b]).astype(np.float32) for a, b in zip(data.train_embeddings, un_emb)]
+    head = fit_fast_head(model, static, data.train_views + list(unlabeled), all_emb)
     check, result = {}, None
-    if dv_v:
-        dev_answers = answers(model, head, static, dv_v, dv_emb)
+    if data.dev_views:
+        dev_answers = answers(model, head, static, data.dev_views, data.dev_embeddings)
         check = choose_gate(head, dev_answers)
-        result = agreement(head, dev_answers, dv_emb[0])
+        result = agreement(head, dev_answers, data.dev_embeddings[0])
     head.meta.update(teacher_model_version=model.version, dev=result.to_dict() if result else {},
                      dev_two_fold=check)
     head.save(out_dir)

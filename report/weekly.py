@@ -259,17 +259,8 @@ def _parse_day(value: date | str | None, what: str) -> date | None:
         raise UserError(f"{what} must be a date as YYYY-MM-DD, not {value!r}") from None
 
 
-def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None = None,
-                  since: date | str | None = None, until: date | str | None = None, by: str = "re_class",
-                  include_prs: bool = False, model_version=CURRENT_MODEL, per_engine: bool = False,
-                  last_weeks: int | None = None, newest: int = 3) -> WeeklyReport:
-    """The weekly distribution (see the module docstring for the counting rules).
-
-    engines: engine ids or aliases from taxonomy/engines.toml; None or empty = every issue in the database.
-    since/until: inclusive days (date or 'YYYY-MM-DD'). model_version: whose predictions count (default the
-    shipped model; None = none, everything unlabeled). per_engine: one section per engine instead of one for
-    all. last_weeks: keep only the last N weeks of the range. newest: issues listed per category.
-    """
+def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date | None, date | None]:
+    """The inclusive day range, after checking every option that can be wrong."""
     if by not in BY_VALUES:
         raise UserError(f"--by must be one of {', '.join(BY_VALUES)}, not {by!r}")
     since_day, until_day = _parse_day(since, "--since"), _parse_day(until, "--until")
@@ -277,31 +268,22 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         raise UserError(f"--since {since_day} is after --until {until_day}")
     if last_weeks is not None and last_weeks < 1:
         raise UserError(f"the number of weeks must be at least 1, not {last_weeks}")
-    if model_version is CURRENT_MODEL:
-        from retriage.classifier import current_model_version
+    return since_day, until_day
 
-        model_version = current_model_version()
-    selected = resolve_engines(engines)
-    all_engines = taxonomy.engines()
 
+def _categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | None) -> tuple[list[str], list[str]]:
+    """(the taxonomy's categories, every column of the report: those, other stored values, unsure, unlabeled)."""
     known = taxonomy.re_class_ids() if by == "re_class" else taxonomy.component_ids()
     categories = known + _extra_categories(con, by, model_version, known)
     if by == "re_class":
         categories.append(UNSURE)
     categories.append(UNLABELED)
+    return known, categories
 
-    params = {
-        "map_repos": [r for e in all_engines for r in (e.repo, *e.former_repos)],
-        "map_ids": [e.id for e in all_engines for _ in (e.repo, *e.former_repos)],
-        "per_engine": per_engine,
-        "model_version": model_version,
-        "include_prs": include_prs,
-        "repos": [r for e in selected for r in (e.repo, *e.former_repos)] or None,
-        "since": datetime.combine(since_day, datetime.min.time()) if since_day else None,
-        "until": datetime.combine(until_day + timedelta(days=1), datetime.min.time()) if until_day else None,
-    }
-    monday = (lambda d: d - timedelta(days=d.weekday()))
-    pivot = f"""
+
+def _pivot_sql(by: str, params: dict, categories: Sequence[str]) -> str:
+    """Weeks x categories per section, with empty weeks as zeros; all counting in DuckDB."""
+    return f"""
         WITH {_base_sql(by, params)},
         engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
         counts AS (  -- aggregate per repo first, then map the few repos to sections
@@ -327,18 +309,10 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
                  USING sum(n) GROUP BY grp, week)
         SELECT grp, week, coalesce(COLUMNS(* EXCLUDE (grp, week)), 0) FROM wide
         ORDER BY list_position($order, grp) NULLS LAST, grp, week"""
-    groups = [ALL] if not per_engine else [e.id for e in selected]
-    rows = con.execute(pivot, _used(pivot, {
-        **params,
-        "lo": monday(since_day) if since_day else None,
-        "hi": monday(until_day) if until_day else None,
-        "n_weeks": last_weeks,
-        "baseline": BASELINE_WEEKS,
-        "groups": groups,
-        "order": [ALL] + [e.id for e in all_engines],
-    })).fetchall()
 
-    names = {e.id: e.name for e in all_engines} | {ALL: "all engines"}
+
+def _sections(rows, categories: Sequence[str], last_weeks: int | None) -> list[Section]:
+    names = {e.id: e.name for e in taxonomy.engines()} | {ALL: "all engines"}
     sections: list[Section] = []
     for grp, week, *values in rows:
         if not sections or sections[-1].engine != grp:
@@ -347,15 +321,64 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     if last_weeks is not None:
         for s in sections:
             s.earlier, s.weeks = s.weeks[:-last_weeks], s.weeks[-last_weeks:]
+    return sections
 
+
+def _drop_empty_extras(sections: list[Section], categories: list[str], known: list[str]) -> list[str]:
+    """Leave out `unsure` and values outside the taxonomy when no week counts any; returns the categories kept."""
     hidden = [c for c in categories if c == UNSURE or c not in known and c != UNLABELED]
     empty = {c for c in hidden if not any(w.counts[c] for s in sections for w in s.weeks)}
-    if empty:
-        categories = [c for c in categories if c not in empty]
-        for s in sections:
-            s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in ws]
-                                  for ws in (s.weeks, s.earlier))
+    if not empty:
+        return categories
+    categories = [c for c in categories if c not in empty]
+    for s in sections:
+        s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in ws]
+                              for ws in (s.weeks, s.earlier))
+    return categories
 
+
+def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None = None,
+                  since: date | str | None = None, until: date | str | None = None, by: str = "re_class",
+                  include_prs: bool = False, model_version=CURRENT_MODEL, per_engine: bool = False,
+                  last_weeks: int | None = None, newest: int = 3) -> WeeklyReport:
+    """The weekly distribution (see the module docstring for the counting rules).
+
+    engines: engine ids or aliases from taxonomy/engines.toml; None or empty = every issue in the database.
+    since/until: inclusive days (date or 'YYYY-MM-DD'). model_version: whose predictions count (default the
+    shipped model; None = none, everything unlabeled). per_engine: one section per engine instead of one for
+    all. last_weeks: keep only the last N weeks of the range. newest: issues listed per category.
+    """
+    since_day, until_day = _check_options(by, since, until, last_weeks)
+    if model_version is CURRENT_MODEL:
+        from retriage.classifier import current_model_version
+
+        model_version = current_model_version()
+    selected = resolve_engines(engines)
+    all_engines = taxonomy.engines()
+    known, categories = _categories(con, by, model_version)
+    params = {
+        "map_repos": [r for e in all_engines for r in (e.repo, *e.former_repos)],
+        "map_ids": [e.id for e in all_engines for _ in (e.repo, *e.former_repos)],
+        "per_engine": per_engine,
+        "model_version": model_version,
+        "include_prs": include_prs,
+        "repos": [r for e in selected for r in (e.repo, *e.former_repos)] or None,
+        "since": datetime.combine(since_day, datetime.min.time()) if since_day else None,
+        "until": datetime.combine(until_day + timedelta(days=1), datetime.min.time()) if until_day else None,
+    }
+    monday = (lambda d: d - timedelta(days=d.weekday()))
+    pivot = _pivot_sql(by, params, categories)
+    rows = con.execute(pivot, _used(pivot, {
+        **params,
+        "lo": monday(since_day) if since_day else None,
+        "hi": monday(until_day) if until_day else None,
+        "n_weeks": last_weeks,
+        "baseline": BASELINE_WEEKS,
+        "groups": [ALL] if not per_engine else [e.id for e in selected],
+        "order": [ALL] + [e.id for e in all_engines],
+    })).fetchall()
+    sections = _sections(rows, categories, last_weeks)
+    categories = _drop_empty_extras(sections, categories, known)
     if sections and newest > 0:
         _attach_newest(con, sections, by, categories, params, newest)
     return WeeklyReport(by, categories, model_version, [e.id for e in selected], per_engine, since_day,

@@ -3,7 +3,6 @@ shipped model, then a lookup and the weekly report. No network, no token."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from retriage.db import queries, writes
 from retriage.db.importer import import_files

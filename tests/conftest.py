@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,13 +45,9 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "test.duckdb"
 
 
-# ---- miner (issue 3): a local GitHub REST server and a check that the store holds exactly what it serves ----
-from datetime import datetime as _miner_datetime, timezone as _miner_timezone
-
-import pytest as _miner_pytest
 
 
-@_miner_pytest.fixture
+@pytest.fixture
 def github_server():
     """Factory: github_server(**options) -> a started tests/github_server.GitHubServer, stopped after the test."""
     from github_server import GitHubServer
@@ -63,7 +64,7 @@ def github_server():
         server.stop()
 
 
-@_miner_pytest.fixture
+@pytest.fixture
 def no_token_env(monkeypatch):
     """No GITHUB_TOKEN/GH_TOKEN from the machine, and no proxy between the miner and 127.0.0.1."""
     for var in ("GITHUB_TOKEN", "GH_TOKEN"):
@@ -72,21 +73,21 @@ def no_token_env(monkeypatch):
     return monkeypatch
 
 
-def _miner_time(value):
+def _utc(value):
     if value is None:
         return None
-    return _miner_datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(_miner_timezone.utc) \
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(timezone.utc) \
         .replace(tzinfo=None)
 
 
 def served_state(server, repo):
     """What the server holds, in the store's terms (written here, not with the project's own converters)."""
     issues = {o["number"]: (o["title"], o["body"], o["state"], sorted(lab["name"] for lab in o["labels"]),
-                            o["user"]["login"], _miner_time(o["created_at"]), _miner_time(o["updated_at"]),
-                            _miner_time(o["closed_at"]), o["comments"], "pull_request" in o, o["html_url"])
+                            o["user"]["login"], _utc(o["created_at"]), _utc(o["updated_at"]),
+                            _utc(o["closed_at"]), o["comments"], "pull_request" in o, o["html_url"])
               for o in server.issues(repo)}
     comments = {c["id"]: (int(c["issue_url"].rsplit("/", 1)[1]), c["body"], c["user"]["login"],
-                          _miner_time(c["created_at"]), _miner_time(c["updated_at"]))
+                          _utc(c["created_at"]), _utc(c["updated_at"]))
                 for c in server.comments(repo)}
     return issues, comments, server.expected_links(repo)
 
@@ -103,7 +104,7 @@ def stored_state(con, repo):
     return issues, comments, links
 
 
-@_miner_pytest.fixture
+@pytest.fixture
 def assert_store_matches():
     """assert_store_matches(con, server, repo): issues, PRs, comments and fix links exactly as served, once each."""
     def check(con, server, repo, comments=True):
@@ -124,7 +125,7 @@ def assert_store_matches():
     return check
 
 
-@_miner_pytest.fixture
+@pytest.fixture
 def miner_client(no_token_env):
     """Factory: miner_client(server, token=..., **options) -> a GitHubClient with waits short enough for tests."""
     from retriage.miner.client import GitHubClient, RetryPolicy
@@ -143,21 +144,17 @@ def miner_client(no_token_env):
         client.close()
 
 
-# ---- classifier and triage (issues 4 and 5): a small real database, labeled once per session ----
-import gzip as _clf_gzip
-import json as _clf_json
-import time as _clf_time
-from types import SimpleNamespace as _ClfNamespace
+# A small real database, labeled once per session (classifier and triage tests).
 
 
-def _clf_corpus_records(per_repo: int, max_body: int) -> list[dict]:
+def _corpus_records(per_repo: int, max_body: int) -> list[dict]:
     """The first `per_repo` issues of each corpus file whose body is at most `max_body` characters."""
     out = []
     for name in ("vllm.jsonl.gz", "sglang.jsonl.gz", "llama_cpp.jsonl.gz"):
         n = 0
-        with _clf_gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
+        with gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
             for line in f:
-                r = _clf_json.loads(line)
+                r = json.loads(line)
                 if len(r["body"] or "") <= max_body:
                     out.append(r)
                     n += 1
@@ -166,7 +163,7 @@ def _clf_corpus_records(per_repo: int, max_body: int) -> list[dict]:
     return out
 
 
-@_miner_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def labeled_db(tmp_path_factory):
     """A DuckDB holding a slice of real corpus issues, labeled by `retriage label` (sentence-transformers).
 
@@ -176,7 +173,7 @@ def labeled_db(tmp_path_factory):
     from retriage.taxonomy import canonical_repo
 
     folder = tmp_path_factory.mktemp("labeled")
-    records = _clf_corpus_records(per_repo=35, max_body=500)
+    records = _corpus_records(per_repo=35, max_body=500)
     keys = {(canonical_repo(r["repo"]), r["number"]) for r in records}
     snap = snapshot_index()
     team = sorted((e for e in load_gold() if e.source == "corpus" and e.known_fix != "none"),
@@ -185,21 +182,21 @@ def labeled_db(tmp_path_factory):
         if (e.repo, e.number) not in keys and (e.repo, e.number) in snap:
             records.append(snap[(e.repo, e.number)])
             keys.add((e.repo, e.number))
-    donor = next(r for r in _clf_corpus_records(per_repo=45, max_body=500)
+    donor = next(r for r in _corpus_records(per_repo=45, max_body=500)
                  if (canonical_repo(r["repo"]), r["number"]) not in keys)
     pr = dict(donor, html_url=donor["html_url"].replace("/issues/", "/pull/"),
               pull_request={"url": donor["html_url"].replace("github.com/", "api.github.com/repos/")
                             .replace("/issues/", "/pulls/")})
     records.append(pr)
     slice_file = folder / "slice.jsonl"
-    slice_file.write_text("".join(_clf_json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    slice_file.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     db = folder / "labeled.duckdb"
     proc = run_cli("import", str(slice_file), db=db)
     assert proc.returncode == 0, proc.stderr
-    started = _clf_time.perf_counter()
+    started = time.perf_counter()
     proc = run_cli("label", "--json", db=db)
-    seconds = _clf_time.perf_counter() - started
+    seconds = time.perf_counter() - started
     assert proc.returncode == 0, proc.stderr
-    return _ClfNamespace(path=db, records=records, pr=(canonical_repo(pr["repo"]), pr["number"]),
+    return SimpleNamespace(path=db, records=records, pr=(canonical_repo(pr["repo"]), pr["number"]),
                          team=[(e.repo, e.number, e.known_fix) for e in team],
-                         first_run=_clf_json.loads(proc.stdout), first_run_stderr=proc.stderr, seconds=seconds)
+                         first_run=json.loads(proc.stdout), first_run_stderr=proc.stderr, seconds=seconds)

@@ -181,17 +181,16 @@ def test_shipped_meta_has_dev_figures(shipped):
 
 # ---- training end to end --------------------------------------------------------------------------------------------
 class CountingEmbedder:
-    """A test double of the external embedding model: the real numpy MiniLM, counting the texts it embeds."""
+    """The real numpy MiniLM behind the Embedder interface, counting the texts it embeds."""
 
     texts = 0
     shared = None
+    name, dimension = NumpyMiniLM.name, NumpyMiniLM.dimension
 
-    def __init__(self):
+    def encode(self, texts):
         CountingEmbedder.shared = CountingEmbedder.shared or NumpyMiniLM()
-
-    def encode(self, texts, progress=None):
         CountingEmbedder.texts += len(texts)
-        return CountingEmbedder.shared.encode(texts, progress)
+        return CountingEmbedder.shared.encode(texts)
 
 
 def small_labels_folder(folder: Path) -> int:
@@ -227,7 +226,7 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
 
     CountingEmbedder.texts = 0
     started = time.perf_counter()
-    first = train(con, tmp_path / "labels", tmp_path / "m1", get_embedder=CountingEmbedder, unlabeled=[])
+    first = train(con, tmp_path / "labels", tmp_path / "m1", embedder=CountingEmbedder(), unlabeled=[])
     seconds = time.perf_counter() - started
     embedded = CountingEmbedder.texts
     stored = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
@@ -248,7 +247,7 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     assert FastHead.load(tmp_path / "m1", "m-000000000000")[0] is None
 
     CountingEmbedder.texts = 0
-    second = train(con, tmp_path / "labels", tmp_path / "m2", get_embedder=CountingEmbedder, unlabeled=[])
+    second = train(con, tmp_path / "labels", tmp_path / "m2", embedder=CountingEmbedder(), unlabeled=[])
     assert CountingEmbedder.texts == 0, "a retrain on the same database must not embed again"
     assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == stored
     with np.load(tmp_path / "m1" / "weights.npz") as a, np.load(tmp_path / "m2" / "weights.npz") as b:

@@ -11,7 +11,6 @@ import pytest
 
 from conftest import run_cli
 from retriage.classifier.dataset import load_gold, split
-from retriage.classifier import distill
 from retriage.classifier.embed import text_hash
 from retriage.classifier.fast_path import FAST_META, FastHead, margins
 from retriage.classifier.features import VIEW_FIELDS, views

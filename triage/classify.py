@@ -91,9 +91,9 @@ class Triage:
     @property
     def embedder(self):
         if self._embedder is None:
-            from retriage.classifier.embed import NumpyMiniLM
+            from retriage.classifier.embed import get_embedder
 
-            self._embedder = NumpyMiniLM()
+            self._embedder = get_embedder("numpy")
         return self._embedder
 
     def _encode_views(self, texts: list[str]) -> list:

@@ -108,6 +108,20 @@ def _summary_table(results):
     return t
 
 
+def _print_summary(results, client, summary: dict, max_requests: int | None) -> None:
+    out = console()
+    out.print(_summary_table(results))
+    rate = summary["rate_limit"]
+    line = f"{client.requests:,} request{'' if client.requests == 1 else 's'} in {summary['seconds']:.1f} s"
+    if rate["remaining"] is not None:
+        line += f" · rate limit {rate['remaining']:,}/{rate['limit']:,} left"
+    out.print(line)
+    if summary["since_ignored"]:
+        out.print("--since applies to a first sync only: repositories with a cursor continued from it")
+    if summary["stopped"]:
+        out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue")
+
+
 def mine(
     repos: Optional[List[str]] = typer.Argument(
         None, metavar="REPOS", help="OWNER/NAME or vllm, sglang, llama.cpp, trtllm (default: all four)."),
@@ -149,20 +163,7 @@ def mine(
     client.close()
     summary = _summary(results, client, since_ignored)
     summary["seconds"] = round(time.monotonic() - started, 2)
-    if as_json:
-        print_json(summary)
-    else:
-        out = console()
-        out.print(_summary_table(results))
-        rate = summary["rate_limit"]
-        line = f"{client.requests:,} request{'' if client.requests == 1 else 's'} in {summary['seconds']:.1f} s"
-        if rate["remaining"] is not None:
-            line += f" · rate limit {rate['remaining']:,}/{rate['limit']:,} left"
-        out.print(line)
-        if since_ignored:
-            out.print("--since applies to a first sync only: repositories with a cursor continued from it")
-        if summary["stopped"]:
-            out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue")
+    print_json(summary) if as_json else _print_summary(results, client, summary, max_requests)
     failed = [r for r in results if r.status == "failed"]
     if failed:
         resume = " (cursor kept: run again to resume)" if any(r.retryable for r in failed) else ""

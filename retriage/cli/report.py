@@ -37,6 +37,30 @@ def _check_output(output: Path) -> None:
         raise UserError(f"cannot write {output}: it is a folder")
 
 
+def _write(rep, fmt: str, output: Optional[Path]) -> None:
+    """The report in one format, to stdout or `output` (charts: to a file, by default in this folder)."""
+    from retriage.report import render
+
+    if fmt == "json":
+        _write_text(render.to_json(rep), output)
+    elif fmt == "csv":
+        _write_text(render.to_csv(rep), output)
+    elif fmt in render.CHART_FORMATS:
+        path = output or Path(f"retriage-weekly-{rep.by}.{fmt}")
+        _check_output(path)
+        render.save_chart(rep, path, fmt)
+        typer.echo(f"wrote chart {path.expanduser().resolve()}")
+    elif output is not None:
+        from rich.console import Console
+
+        _check_output(output)
+        with open(output, "w", encoding="utf-8") as f:
+            render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
+        typer.echo(f"wrote {output}", err=True)
+    else:
+        render.print_report(rep, console())
+
+
 def report(
     weekly: bool = typer.Option(True, "--weekly", help="Weekly distribution (the only period so far)."),
     engine: Optional[List[str]] = typer.Option(
@@ -78,21 +102,4 @@ def report(
     if message:
         raise UserError(message)
 
-    if fmt == "json":
-        _write_text(render.to_json(rep), output)
-    elif fmt == "csv":
-        _write_text(render.to_csv(rep), output)
-    elif fmt in render.CHART_FORMATS:
-        path = output or Path(f"retriage-weekly-{by}.{fmt}")
-        _check_output(path)
-        render.save_chart(rep, path, fmt)
-        typer.echo(f"wrote chart {path.expanduser().resolve()}")
-    elif output is not None:
-        from rich.console import Console
-
-        _check_output(output)
-        with open(output, "w", encoding="utf-8") as f:
-            render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
-        typer.echo(f"wrote {output}", err=True)
-    else:
-        render.print_report(rep, console())
+    _write(rep, fmt, output)

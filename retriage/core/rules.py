@@ -43,7 +43,6 @@ class Rule:
 @dataclass(frozen=True)
 class Match:
     rule: Rule
-    line_no: int  # 0-based index into the lines given
     line: str
 
 
@@ -116,7 +115,7 @@ def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] |
                 starts.append(pos)
                 pos += len(ln) + 1
         i = bisect.bisect_right(starts, m.start()) - 1
-        out.append(Match(rule, i, lines[i]))
+        out.append(Match(rule, lines[i]))
     return out
 
 

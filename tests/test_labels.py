@@ -1,0 +1,77 @@
+"""The labeled set (taxonomy/labels/*.jsonl) and the agreement studies (taxonomy/agreement/) as data: every
+record well formed, in the guide's vocabulary, pointing at its own issue; real-issue records shaped like one."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from retriage.classifier.agreement import STUDIES, agreement
+from retriage.classifier.dataset import label_files, load_gold, read_labels
+from retriage.taxonomy import HERE, canonical_repo, component_ids, fix_tag_ids, re_class_ids
+
+RECORDS = [(p.name, i, r) for p in label_files() for i, r in enumerate(read_labels(p), 1)]
+
+
+def test_every_record_uses_the_guides_vocabulary_and_names_its_issue():
+    classes, comps, fixes = set(re_class_ids()), set(component_ids()), set(fix_tag_ids())
+    bad = []
+    for name, i, r in RECORDS:
+        where = f"{name}:{i}"
+        if r["re_class"] not in classes or r["component"] not in comps or r.get("known_fix", "none") not in fixes:
+            bad.append(f"{where}: label outside the guide")
+        url = r.get("html_url") or ""
+        m = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)", url)
+        if url and (not m or canonical_repo(m.group(1)) != canonical_repo(r["repo"]) or int(m.group(2)) != r["number"]):
+            bad.append(f"{where}: html_url {url} is not {r['repo']}#{r['number']}")
+    assert not bad, bad[:10]
+
+
+def test_no_issue_is_labeled_twice_in_one_file():
+    for path in label_files():
+        keys = Counter((canonical_repo(r["repo"]), r["number"]) for r in read_labels(path))
+        assert [k for k, n in keys.items() if n > 1] == [], path.name
+
+
+def test_real_records_are_laid_out_as_issues():
+    real = [(name, i, r) for name, i, r in RECORDS if "body" in r]
+    assert len(real) >= 800
+    for name, i, r in real:
+        assert r["title"].strip() and r["body"].strip() and r["form"] == "real", f"{name}:{i}"
+        assert len(r["body"]) <= 6000, f"{name}:{i}: {len(r['body'])} characters"
+        assert re.match(r"^(\d{4}-\d\d-\d\d)?$", r.get("created_at") or ""), f"{name}:{i}"
+    with_logs = sum("```" in r["body"] for _, _, r in real)
+    headed = sum(r["body"].lstrip().startswith("###") for _, _, r in real)
+    assert with_logs >= 0.6 * len(real) and headed >= 0.95 * len(real), (with_logs, headed, len(real))
+
+
+def test_each_class_has_at_least_a_hundred_examples_and_both_new_sources_are_there():
+    gold = load_gold()
+    by_class = Counter(e.re_class for e in gold)
+    assert min(by_class.values()) >= 100, by_class
+    trtllm = [e for e in gold if e.engine == "trtllm"]
+    recent = [e for e in gold if e.engine != "trtllm" and e.created_at >= "2025-08-01"]
+    assert len(trtllm) >= 400 and sum(e.source == "real" for e in trtllm) >= 400
+    assert len(recent) >= 350
+
+
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_agreement_studies_have_150_issues_and_high_kappa(study):
+    a = agreement(study=study)
+    assert a["n"] == 150
+    for field in ("re_class", "component", "known_fix"):
+        assert a[field]["kappa"] >= 0.8, (study, field, a[field])
+    adjudication = read_labels(HERE / "agreement" / f"adjudication{STUDIES[study]}.jsonl")
+    assert len(adjudication) == sum(a[f]["disagreements"] for f in ("re_class", "component", "known_fix"))
+    assert all(x["settled"] in (x["first"], x["second"]) and x["why"].strip() for x in adjudication)
+
+
+def test_settled_values_are_the_labels_in_use():
+    labels = {}
+    for _, _, r in RECORDS:
+        labels.setdefault((canonical_repo(r["repo"]), r["number"]), r)
+    for study, suffix in STUDIES.items():
+        for x in read_labels(HERE / "agreement" / f"adjudication{suffix}.jsonl"):
+            assert labels[(canonical_repo(x["repo"]), x["number"])][x["field"]] == x["settled"], (study, x)
