@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python bench/label --limit 400
 	$(BIN)/python bench/classify
 	$(BIN)/python bench/report
+	$(BIN)/python bench/generalisation
 	sh bench/mine
 
 clean:

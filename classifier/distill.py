@@ -38,7 +38,7 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     """Fit the fast head's ridge maps on issues `v` with their MiniLM view embeddings (the gate comes next)."""
     from sklearn.model_selection import KFold
 
-    n_re = len(model.re_head.classes)
+    n_re = len(model.re_head.classes_)
     target = np.hstack(model.embedding_logits(embeddings))
     lex_re, lex_comp = model.lexical_logits(v)
     ids_by_view = FastHead.view_ids(static, v)

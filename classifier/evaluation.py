@@ -11,7 +11,8 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.features import Views, views
-from retriage.classifier.generalisation import cached_baseline, evaluate_split
+from retriage.classifier.generalisation import SplitReport, cached_baseline, evaluate_split, system_scores
+from retriage.classifier.predict import fixes_for
 from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
@@ -28,12 +29,14 @@ class EvalReport:
     scores: dict = field(default_factory=dict)  # target -> {system -> Scores}
     confident: dict = field(default_factory=dict)  # target -> Scores on the issues the model did not abstain on
     generalisation: list = field(default_factory=list)  # generalisation.SplitReport per split
+    summary: object = None  # the same figures as the generalisation splits, for the dev split (or --gold)
 
     def to_dict(self) -> dict:
         return {"gold": self.source, "n": self.n, "n_train": self.n_train, "model_version": self.model_version,
                 "coverage": self.coverage,
                 "scores": {t: {k: v.to_dict() for k, v in d.items()} for t, d in self.scores.items()},
                 "model_when_confident": {t: v.to_dict() for t, v in self.confident.items()},
+                "summary": self.summary.to_dict() if self.summary else None,
                 "generalisation": [g.to_dict() for g in self.generalisation]}
 
 
@@ -123,20 +126,31 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     gold_texts = [x.lexical for x in gold_views]
     report = EvalReport(source, len(gold), len(train), version,
                         round(sum(not p.abstained for p in preds) / len(preds), 4))
+    predicted: dict[str, dict[str, list[str]]] = {}  # system -> target -> predictions
     for target in TARGETS:
         labels = metrics.labels_for(target)
         y = [getattr(e, target) for e in gold]
         ytr = [getattr(e, target) for e in train]
         model_pred = [getattr(p, target) for p in preds]
-        report.scores[target] = {
-            "model": metrics.score(y, model_pred, labels),
-            "majority": metrics.score(y, metrics.majority(ytr, len(y)), labels),
-            "keyword_rules": metrics.score(y, metrics.keyword_rules(gold_texts, target), labels),
-            "tfidf_logreg": metrics.score(y, cached_baseline(metrics.tfidf_logreg, train_texts, ytr, gold_texts), labels),
+        answers = {
+            "model": model_pred,
+            "tfidf_logreg": cached_baseline(metrics.tfidf_logreg, train_texts, ytr, gold_texts),
+            "keyword_rules": metrics.keyword_rules(gold_texts, target),
+            "majority": metrics.majority(ytr, len(y)),
         }
+        report.scores[target] = {name: metrics.score(y, a, labels) for name, a in answers.items()}
+        for name, a in answers.items():
+            predicted.setdefault(name, {})[target] = a
         kept = [i for i, p in enumerate(preds) if not p.abstained]
         if kept:
             report.confident[target] = metrics.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
+    report.summary = SplitReport("dev" if gold_path is None else "gold", source, len(train), len(gold))
+    for e in gold:
+        report.summary.test_sources[e.source] = report.summary.test_sources.get(e.source, 0) + 1
+    for name, a in predicted.items():
+        fixes = ([fixes_for(x, e.engine, p) for e, x, p in zip(gold, gold_views, preds)]
+                 if name == "model" else None)
+        report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"], fixes)
     if generalisation and gold_path is None:
         from retriage.classifier.splits import generalisation_splits
 

@@ -14,13 +14,12 @@ import math
 import re
 import tomllib
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from retriage.core.folded import compile_folded, fold
-from retriage.core.textprep import clean_lines, key_lines, prepare
+from retriage.core.document import Document, document
 from retriage.taxonomy import HERE as TAXONOMY_DIR
 
 VIEW_FIELDS = ("full", "keys", "title")  # the views that are embedded, in feature order
@@ -29,26 +28,12 @@ KEYWORD_WEIGHT = 0.3
 RULE_WEIGHT = 1.0
 
 
-@dataclass(frozen=True)
-class Views:
-    """The texts derived from one issue (or log) that the features are computed from."""
-
-    full: str  # what MiniLM reads first: title, key lines, prose
-    keys: str  # title and key lines only
-    title: str  # the title alone (for a pasted log: its last error line)
-    lexical: str  # the whole cleaned text, for keywords and TF-IDF
+# An issue's views are its Document (retriage/core/document.py): prepared once, read by every feature.
+Views = Document
 
 
-def views(title: str | None, body: str | None) -> Views:
-    title = (title or "").strip()
-    lines = clean_lines(body or "")
-    keys = key_lines(lines)
-    return Views(
-        full=prepare(title, body),
-        keys=("\n".join([title] + keys))[:1500],
-        title=title or (keys[-1] if keys else (lines[0] if lines else ""))[:300],
-        lexical=(title + "\n" + "\n".join(lines))[:60000],
-    )
+def views(title: str | None, body: str | None) -> Document:
+    return document(title, body)
 
 
 @lru_cache(maxsize=1)
@@ -74,34 +59,43 @@ def tokens(text: str) -> list[str]:
 
 
 class Tfidf:
-    """Sublinear TF-IDF with L2 normalisation over a fixed vocabulary (min document frequency, top-N by df)."""
+    """Sublinear TF-IDF with L2 normalisation over a fixed vocabulary (min document frequency, top-N by df).
+    Hyperparameters in the constructor, `fit` returns it, learned attributes end in an underscore."""
 
-    def __init__(self, vocab: list[str] | None = None, idf: np.ndarray | None = None):
-        self.vocab = list(vocab or [])
-        self.index = {t: i for i, t in enumerate(self.vocab)}
-        self.idf = idf if idf is not None else np.zeros(0, dtype=np.float32)
+    def __init__(self, min_df: int = 2, max_features: int = 20000):
+        self.min_df, self.max_features = min_df, max_features
+        self.vocab_: list[str] = []
+        self.index_: dict[str, int] = {}
+        self.idf_ = np.zeros(0, dtype=np.float32)
 
-    def fit(self, texts: list[str], min_df: int = 2, max_features: int = 20000) -> "Tfidf":
+    @classmethod
+    def from_vocabulary(cls, vocab: list[str], idf: np.ndarray) -> "Tfidf":
+        """A fitted Tfidf from a stored vocabulary and its idf weights."""
+        t = cls()
+        t.vocab_, t.index_, t.idf_ = list(vocab), {w: i for i, w in enumerate(vocab)}, idf
+        return t
+
+    def fit(self, texts: list[str]) -> "Tfidf":
         df: Counter = Counter()
         for t in texts:
             df.update(set(tokens(t)))
-        items = [(c, t) for t, c in df.items() if c >= min_df]
+        items = [(c, t) for t, c in df.items() if c >= self.min_df]
         items.sort(key=lambda x: (-x[0], x[1]))
-        items = items[:max_features]
-        self.vocab = sorted(t for _, t in items)
-        self.index = {t: i for i, t in enumerate(self.vocab)}
+        items = items[:self.max_features]
+        self.vocab_ = sorted(t for _, t in items)
+        self.index_ = {t: i for i, t in enumerate(self.vocab_)}
         n = len(texts)
-        self.idf = np.array([math.log((1 + n) / (1 + df[t])) + 1.0 for t in self.vocab], dtype=np.float32)
+        self.idf_ = np.array([math.log((1 + n) / (1 + df[t])) + 1.0 for t in self.vocab_], dtype=np.float32)
         return self
 
     def transform_one(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(indices, values) of one document's sparse row."""
-        counts = Counter(i for i in (self.index.get(t) for t in tokens(text)) if i is not None)
+        counts = Counter(i for i in (self.index_.get(t) for t in tokens(text)) if i is not None)
         if not counts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         idx = np.fromiter(counts.keys(), dtype=np.int64)
         tf = np.fromiter(counts.values(), dtype=np.float32)
-        vals = (1.0 + np.log(tf)) * self.idf[idx]
+        vals = (1.0 + np.log(tf)) * self.idf_[idx]
         vals /= max(float(np.linalg.norm(vals)), 1e-12)
         return idx, vals.astype(np.float32)
 
@@ -116,25 +110,24 @@ class Tfidf:
             indptr.append(indptr[-1] + len(i))
         ind = np.concatenate(indices) if indices else np.zeros(0, dtype=np.int64)
         dat = np.concatenate(data) if data else np.zeros(0, dtype=np.float32)
-        return csr_matrix((dat, ind, np.array(indptr)), shape=(len(texts), len(self.vocab)), dtype=np.float32)
+        return csr_matrix((dat, ind, np.array(indptr)), shape=(len(texts), len(self.vocab_)), dtype=np.float32)
 
 
-def rule_vector(text: str) -> np.ndarray:
+def rule_vector(doc: Document) -> np.ndarray:
     """Which known-fix rules (taxonomy/rules.toml) match: one-hot over their fix tags and their RE classes."""
     from retriage.taxonomy import fix_tag_ids, re_class_ids
-    from retriage.core.rules import match_rules
 
     tags, classes = fix_tag_ids(), re_class_ids()
     v = np.zeros(len(tags) + len(classes), dtype=np.float32)
-    for m in match_rules(text.split("\n")):
+    for m in doc.matches:
         v[tags.index(m.rule.tag)] = 1.0
         v[len(tags) + classes.index(m.rule.re_class)] = 1.0
     return v
 
 
-def dense_features(embeddings: list[np.ndarray], lexical_texts: list[str]) -> np.ndarray:
+def dense_features(embeddings: list[np.ndarray], docs: list[Document]) -> np.ndarray:
     """Embeddings (one matrix per view), keyword signals and rule matches side by side."""
-    n = len(lexical_texts)
-    kw = np.array([keyword_vector(t) for t in lexical_texts], dtype=np.float32).reshape(n, -1)
-    rules = np.array([rule_vector(t) for t in lexical_texts], dtype=np.float32).reshape(n, -1)
+    n = len(docs)
+    kw = np.array([keyword_vector(d.lexical) for d in docs], dtype=np.float32).reshape(n, -1)
+    rules = np.array([rule_vector(d) for d in docs], dtype=np.float32).reshape(n, -1)
     return np.hstack([*embeddings, kw * KEYWORD_WEIGHT, rules * RULE_WEIGHT]).astype(np.float32)

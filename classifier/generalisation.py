@@ -16,7 +16,7 @@ import numpy as np
 from retriage.classifier import metrics
 from retriage.classifier.dataset import Example
 from retriage.classifier.features import Views, views
-from retriage.classifier.predict import known_fixes
+from retriage.classifier.predict import fixes_for
 from retriage.classifier.splits import Split
 from retriage.taxonomy import component_ids, re_class_ids
 
@@ -113,7 +113,7 @@ def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]
     step(f"{split.name}: fitting the model on {len(tr)} issues")
     model = fit_classifier(tr, tr_v, tr_emb, hyperparameters, calibrate=False)
     preds = model.predict(te_v, te_emb)
-    fixes = [known_fixes(x.lexical, e.engine) for e, x in zip(te, te_v)]
+    fixes = [fixes_for(x, e.engine, p) for e, x, p in zip(te, te_v, preds)]
     report = SplitReport(split.name, split.description, len(tr), len(te))
     for e in te:
         report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1

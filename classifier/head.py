@@ -7,8 +7,6 @@ are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them thro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 
@@ -32,60 +30,62 @@ def _fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
     return float(best)
 
 
-@dataclass
 class LinearHead:
-    classes: list[str]
-    w_dense: np.ndarray  # (n_dense, k)
-    w_sparse: np.ndarray  # (n_vocab, k)
-    bias: np.ndarray  # (k,)
-    temperature: float = 1.0
+    """Hyperparameters in the constructor, `fit` returns the head, learned attributes end in an underscore
+    (scikit-learn's shape); `sparse_weight` scales the TF-IDF block against the dense block (folded into the
+    weights, so prediction takes unscaled TF-IDF rows); `calibrate=False` skips the temperature (T = 1)."""
 
-    @classmethod
-    def fit(cls, dense: np.ndarray, sparse, y: list[str], classes: list[str], C: float = 8.0,
-            sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0) -> "LinearHead":
-        """`sparse_weight` scales the TF-IDF block against the dense block (folded into the weights, so
-        prediction takes unscaled TF-IDF rows); `calibrate=False` skips the temperature (T = 1)."""
+    def __init__(self, C: float = 8.0, sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0):
+        self.C, self.sparse_weight, self.calibrate, self.seed = C, sparse_weight, calibrate, seed
+
+    def fit(self, dense: np.ndarray, sparse, y: list[str], classes: list[str]) -> "LinearHead":
+        """Fit on [dense | sparse] features; `classes` orders the labels (those absent from `y` are dropped)."""
         from scipy.sparse import csr_matrix, hstack
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import StratifiedKFold
 
         present = [c for c in classes if c in set(y)]
         yi = np.array([present.index(v) for v in y])
-        X = hstack([csr_matrix(dense), sparse * sparse_weight]).tocsr()
+        X = hstack([csr_matrix(dense), sparse * self.sparse_weight]).tocsr()
 
         def model():
-            return LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
+            return LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=self.seed)
 
         temperature = 1.0
-        if calibrate:  # out-of-fold logits for the temperature
+        if self.calibrate:  # out-of-fold logits for the temperature
             oof = np.zeros((len(y), len(present)))
             n_splits = max(2, min(5, int(np.bincount(yi).min())))
-            for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(X, yi):
+            for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.seed).split(X, yi):
                 m = model().fit(X[tr], yi[tr])
                 oof[np.ix_(te, m.classes_)] = m.decision_function(X[te])
             temperature = _fit_temperature(oof, yi)
         m = model().fit(X, yi)
         coef = m.coef_.T.astype(np.float32)  # (n_features, k)
         nd = dense.shape[1]
-        return cls(present, coef[:nd], coef[nd:] * np.float32(sparse_weight), m.intercept_.astype(np.float32),
-                   temperature)
+        self.classes_ = present
+        self.w_dense_, self.w_sparse_ = coef[:nd], coef[nd:] * np.float32(self.sparse_weight)
+        self.bias_, self.temperature_ = m.intercept_.astype(np.float32), temperature
+        return self
 
     def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> np.ndarray:
         """Logits from dense features (their columns are the weights' rows from `first` on) and TF-IDF rows."""
-        z = dense @ self.w_dense[first:] + self.bias
+        z = dense @ self.w_dense_[first:] + self.bias_
         for i, (idx, vals) in enumerate(sparse_rows):
             if len(idx):
-                z[i] += vals @ self.w_sparse[idx]
+                z[i] += vals @ self.w_sparse_[idx]
         return z
 
     def predict_proba(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        return softmax(self.logits(dense, sparse_rows) / self.temperature)
+        return softmax(self.logits(dense, sparse_rows) / self.temperature_)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}_w_dense": self.w_dense, f"{prefix}_w_sparse": self.w_sparse,
-                f"{prefix}_bias": self.bias, f"{prefix}_temperature": np.array([self.temperature])}
+        return {f"{prefix}_w_dense": self.w_dense_, f"{prefix}_w_sparse": self.w_sparse_,
+                f"{prefix}_bias": self.bias_, f"{prefix}_temperature": np.array([self.temperature_])}
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str, classes: list[str]) -> "LinearHead":
-        return cls(list(classes), arrays[f"{prefix}_w_dense"], arrays[f"{prefix}_w_sparse"],
-                   arrays[f"{prefix}_bias"], float(arrays[f"{prefix}_temperature"][0]))
+        head = cls()
+        head.classes_ = list(classes)
+        head.w_dense_, head.w_sparse_ = arrays[f"{prefix}_w_dense"], arrays[f"{prefix}_w_sparse"]
+        head.bias_, head.temperature_ = arrays[f"{prefix}_bias"], float(arrays[f"{prefix}_temperature"][0])
+        return head

@@ -16,7 +16,7 @@ from retriage.classifier import EMBEDDING_MODEL
 from retriage.classifier.embed import Embedder, get_embedder, text_hash
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
-from retriage.classifier.predict import known_fixes
+from retriage.classifier.predict import fixes_for
 from retriage.classifier.embedding_cache import embed_views
 from retriage.db import writes
 from retriage.db.store import transaction
@@ -61,7 +61,7 @@ def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None
             rows = []
             for (repo, number, _, _), x, p in zip(part, v, preds):
                 engine = engine_for_repo(repo)
-                fixes = known_fixes(x.lexical, engine.id if engine else None)
+                fixes = fixes_for(x, engine.id if engine else None, p)
                 rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
                              p.abstained, fixes, version, now))
             writes.save_predictions(con, rows)

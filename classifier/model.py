@@ -38,6 +38,8 @@ class Prediction:
     abstained: bool
     re_probs: dict = field(default_factory=dict)
     component_probs: dict = field(default_factory=dict)
+    known_fix: str = "none"  # the fix head's tag when it is confident enough, else "none"
+    known_fix_confidence: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,11 +47,13 @@ class Prediction:
 
 class IssueClassifier:
     def __init__(self, tfidf: Tfidf, re_head: LinearHead, component_head: LinearHead, threshold: float,
-                 meta: dict | None = None):
+                 meta: dict | None = None, fix_head: LinearHead | None = None, fix_threshold: float = 1.0):
         self.tfidf = tfidf
         self.re_head = re_head
         self.component_head = component_head
         self.threshold = threshold
+        self.fix_head = fix_head  # known-fix tag from the same features (optional: older models have none)
+        self.fix_threshold = fix_threshold
         self.meta = dict(meta or {})
         self.folder: Path | None = None  # where it was loaded from or saved to
 
@@ -61,7 +65,7 @@ class IssueClassifier:
 
     def lexical_logits(self, v: list[Views]) -> tuple[np.ndarray, np.ndarray]:
         """Each head's logits without the embedding part: keyword and rule signals, TF-IDF and the bias."""
-        dense = dense_features([], [x.lexical for x in v])  # the signals that follow the embeddings
+        dense = dense_features([], v)  # the signals that follow the embeddings
         rows = [self.tfidf.transform_one(x.lexical) for x in v]
         w = self.embedding_width
         return (self.re_head.logits(dense, rows, first=w), self.component_head.logits(dense, rows, first=w))
@@ -70,17 +74,27 @@ class IssueClassifier:
         """The embedding part of each head's logits (add to `lexical_logits` for the whole)."""
         e = np.hstack(embeddings).astype(np.float32)
         w = self.embedding_width
-        return e @ self.re_head.w_dense[:w], e @ self.component_head.w_dense[:w]
+        return e @ self.re_head.w_dense_[:w], e @ self.component_head.w_dense_[:w]
 
     def predict(self, v: list[Views], embeddings: list[np.ndarray]) -> list[Prediction]:
         """Predictions for issues given their views and the embeddings of each view (VIEW_FIELDS order)."""
         lr, lc = self.lexical_logits(v)
         er, ec = self.embedding_logits(embeddings)
-        return self.predictions(lr + er, lc + ec)
+        preds = self.predictions(lr + er, lc + ec)
+        if self.fix_head is not None and preds:
+            dense = dense_features(embeddings, v)
+            p = softmax(self.fix_head.logits(dense, [self.tfidf.transform_one(x.lexical) for x in v])
+                        / self.fix_head.temperature_)
+            for pred, row in zip(preds, p):
+                best = int(row.argmax())
+                tag = self.fix_head.classes_[best]
+                if tag != "none" and row[best] >= self.fix_threshold:
+                    pred.known_fix, pred.known_fix_confidence = tag, round(float(row[best]), 4)
+        return preds
 
     def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated probabilities from each head's logits."""
-        return softmax(z_re / self.re_head.temperature), softmax(z_comp / self.component_head.temperature)
+        return softmax(z_re / self.re_head.temperature_), softmax(z_comp / self.component_head.temperature_)
 
     def predictions(self, z_re: np.ndarray, z_comp: np.ndarray) -> list[Prediction]:
         """Predictions from each head's logits."""
@@ -89,11 +103,11 @@ class IssueClassifier:
         for i in range(len(pr)):
             r, c = int(pr[i].argmax()), int(pc[i].argmax())
             out.append(Prediction(
-                re_class=self.re_head.classes[r], re_confidence=round(float(pr[i, r]), 4),
-                component=self.component_head.classes[c], component_confidence=round(float(pc[i, c]), 4),
+                re_class=self.re_head.classes_[r], re_confidence=round(float(pr[i, r]), 4),
+                component=self.component_head.classes_[c], component_confidence=round(float(pc[i, c]), 4),
                 abstained=bool(pr[i, r] < self.threshold),
-                re_probs={k: round(float(p), 4) for k, p in zip(self.re_head.classes, pr[i])},
-                component_probs={k: round(float(p), 4) for k, p in zip(self.component_head.classes, pc[i])},
+                re_probs={k: round(float(p), 4) for k, p in zip(self.re_head.classes_, pr[i])},
+                component_probs={k: round(float(p), 4) for k, p in zip(self.component_head.classes_, pc[i])},
             ))
         return out
 
@@ -105,14 +119,18 @@ class IssueClassifier:
     def save(self, folder: Path) -> str:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {"tfidf_idf": self.tfidf.idf}
+        arrays = {"tfidf_idf": self.tfidf.idf_}
         arrays.update(self.re_head.to_arrays("re"))
         arrays.update(self.component_head.to_arrays("component"))
+        if self.fix_head is not None:
+            arrays.update(self.fix_head.to_arrays("fix"))
         tmp = folder / (WEIGHTS + ".tmp.npz")
         np.savez(tmp, **arrays)  # uncompressed: loads in a few ms
-        vocab_text = "\n".join(self.tfidf.vocab) + "\n"
-        meta = dict(self.meta, re_classes=self.re_head.classes, components=self.component_head.classes,
+        vocab_text = "\n".join(self.tfidf.vocab_) + "\n"
+        meta = dict(self.meta, re_classes=self.re_head.classes_, components=self.component_head.classes_,
                     threshold=self.threshold)
+        if self.fix_head is not None:
+            meta.update(fix_tags=self.fix_head.classes_, fix_threshold=self.fix_threshold)
         meta.pop("model_version", None)
         h = hashlib.sha256(tmp.read_bytes())
         h.update(vocab_text.encode())
@@ -134,9 +152,11 @@ class IssueClassifier:
         with np.load(folder / WEIGHTS, allow_pickle=False) as a:
             arrays = {k: a[k] for k in a.files}
         vocab = (folder / VOCAB).read_text(encoding="utf-8").split("\n")[:-1]
-        tfidf = Tfidf(vocab, arrays["tfidf_idf"])
+        tfidf = Tfidf.from_vocabulary(vocab, arrays["tfidf_idf"])
         re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
         comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
-        model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta)
+        fix_head = LinearHead.from_arrays(arrays, "fix", meta["fix_tags"]) if "fix_tags" in meta else None
+        model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta, fix_head,
+                    float(meta.get("fix_threshold", 1.0)))
         model.folder = folder
         return model

@@ -17,17 +17,15 @@ from retriage.classifier.model import IssueClassifier, Prediction
 from retriage.classifier.embed import Embedder
 from retriage.classifier.embedding_cache import embed_views
 from retriage.core.output import write_jsonl_atomic
-from retriage.core.rules import match_rules
 from retriage.db.importer import read_rows
 from retriage.taxonomy import engine_for_repo
 
 
-def known_fixes(text: str, engine: str | None = None) -> list[str]:
-    """Fix tags of the known-fix rules that match the text, in rule priority order, without `none`."""
-    tags: list[str] = []
-    for m in match_rules(text.split("\n"), engine):
-        if m.rule.tag != "none" and m.rule.tag not in tags:
-            tags.append(m.rule.tag)
+def fixes_for(doc: Views, engine: str | None, prediction: Prediction | None) -> list[str]:
+    """Known-fix tags of an issue: the matching rules' (in priority order), then the fix head's tag."""
+    tags = doc.fixes(engine)
+    if prediction is not None and prediction.known_fix != "none" and prediction.known_fix not in tags:
+        tags.append(prediction.known_fix)
     return tags
 
 
@@ -59,7 +57,7 @@ def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> l
             "repo": r["repo"], "number": r["number"],
             "re_class": p.re_class, "re_confidence": p.re_confidence,
             "component": p.component, "component_confidence": p.component_confidence,
-            "known_fixes": known_fixes(x.lexical, engine.id if engine else None),
+            "known_fixes": fixes_for(x, engine.id if engine else None, p),
             "abstained": p.abstained,
         })
     return out

@@ -42,7 +42,7 @@ def eval_report(console, report) -> None:
             c = report.confident[target]
             console.print(f"model on the {report.coverage:.0%} it does not abstain on: macro-F1 {c.macro_f1:.3f}, "
                           f"accuracy {c.accuracy:.3f}")
-    for g in getattr(report, "generalisation", []):
+    for g in [report.summary] + report.generalisation if report.summary else report.generalisation:
         console.print(generalisation_table(g))
 
 

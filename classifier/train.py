@@ -23,11 +23,12 @@ from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
 from retriage.classifier.head import LinearHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
-from retriage.taxonomy import LABELS_DIR, component_ids, re_class_ids
+from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
 
 C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
-MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
+MIN_COVERAGE = 0.85
+FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 
 
 @dataclass
@@ -46,9 +47,9 @@ def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple
     best = (-1.0, 0.0, 0.0)
     for sw in SPARSE_WEIGHTS:
         for c in C_GRID:
-            head = LinearHead.fit(dense_tr, sparse_tr, y, classes, C=c, sparse_weight=sw, calibrate=False)
+            head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, classes)
             z = head.logits(dense_dv, sparse_dv)
-            f = score(gold, [head.classes[i] for i in z.argmax(1)], head.classes).macro_f1
+            f = score(gold, [head.classes_[i] for i in z.argmax(1)], head.classes_).macro_f1
             if f > best[0]:
                 best = (f, c, sw)
     return best
@@ -60,14 +61,40 @@ def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.
     no abstain threshold (0). `features`: (tfidf, dense, sparse) already computed for these issues."""
     if features is None:
         tfidf = Tfidf().fit([x.lexical for x in v])
-        features = (tfidf, dense_features(embeddings, [x.lexical for x in v]), tfidf.transform([x.lexical for x in v]))
+        features = (tfidf, dense_features(embeddings, v), tfidf.transform([x.lexical for x in v]))
     tfidf, dense, sparse = features
-    heads = []
-    for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
-        h = hyperparameters[target]
-        heads.append(LinearHead.fit(dense, sparse, [getattr(e, target) for e in examples], classes, C=h["C"],
-                                    sparse_weight=h["sparse_weight"], calibrate=calibrate))
-    return IssueClassifier(tfidf, *heads, threshold=0.0)
+    heads = {}
+    for target, classes in (("re_class", re_class_ids()), ("component", component_ids()),
+                            ("known_fix", fix_tag_ids())):
+        h = hyperparameters.get(target)
+        if h is not None:
+            heads[target] = LinearHead(C=h["C"], sparse_weight=h["sparse_weight"], calibrate=calibrate).fit(
+                dense, sparse, [getattr(e, target) for e in examples], classes)
+    return IssueClassifier(tfidf, heads["re_class"], heads["component"], threshold=0.0,
+                           fix_head=heads.get("known_fix"),
+                           fix_threshold=hyperparameters.get("known_fix", {}).get("threshold", FIX_THRESHOLD))
+
+
+def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Views], emb: list[np.ndarray]) -> float:
+    """The fix head's confidence threshold with the best F1 of the known-fix tags (rules and head together)
+    over the dev issues whose label names one or whose prediction does."""
+    from retriage.classifier.predict import fixes_for
+
+    best_t, best_f = FIX_THRESHOLD, -1.0
+    for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        model.fix_threshold = t
+        preds = model.predict(v, emb)
+        tp = fp = fn = 0
+        for e, x, p in zip(dev, v, preds):
+            got = set(fixes_for(x, e.engine, p))
+            want = {e.known_fix} - {"none"}
+            tp += len(got & want)
+            fp += len(got - want)
+            fn += len(want - got)
+        f = 2 * tp / max(2 * tp + fp + fn, 1)
+        if f > best_f + 1e-9:
+            best_t, best_f = t, f
+    return best_t
 
 
 def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage: float = MIN_COVERAGE) -> float:
@@ -114,9 +141,9 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     data = labeled_split(con, labels_dir, progress, embedder)
     tr, dv, tr_v, dv_v = data.train, data.dev, data.train_views, data.dev_views
     tr_emb, dv_emb = data.train_embeddings, data.dev_embeddings
-    dense_dv = dense_features(dv_emb, [x.lexical for x in dv_v])
+    dense_dv = dense_features(dv_emb, dv_v)
     tfidf = Tfidf().fit([x.lexical for x in tr_v])
-    dense_tr = dense_features(tr_emb, [x.lexical for x in tr_v])
+    dense_tr = dense_features(tr_emb, tr_v)
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
     sparse_dv = [tfidf.transform_one(x.lexical) for x in dv_v]
     y_re = [e.re_class for e in tr]
@@ -127,7 +154,11 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     for target, y, classes in (("re_class", y_re, re_class_ids()), ("component", y_comp, component_ids())):
         _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, [getattr(e, target) for e in dv])
         chosen[target] = {"C": c, "sparse_weight": sw}
+    _, c, sw = _search(dense_tr, sparse_tr, [e.known_fix for e in tr], fix_tag_ids(), dense_dv, sparse_dv,
+                       [e.known_fix for e in dv])
+    chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     model = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
+    model.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(model, dv, dv_v, dv_emb)
     preds = model.predict(dv_v, dv_emb)
     conf = np.array([p.re_confidence for p in preds])
     correct = np.array([p.re_class == e.re_class for p, e in zip(preds, dv)])

@@ -88,20 +88,20 @@ def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path)
     tfidf = Tfidf().fit([x.lexical for x in vt])
 
     def dense(v):
-        return np.array([np.concatenate([keyword_vector(x.lexical), rule_vector(x.lexical)]) for x in v],
+        return np.array([np.concatenate([keyword_vector(x.lexical), rule_vector(x)]) for x in v],
                         dtype=np.float32)
 
-    head = LinearHead.fit(dense(vt), tfidf.transform([x.lexical for x in vt]), [e.component for e in train],
-                          component_ids(), C=4.0)
+    head = LinearHead(C=4.0).fit(dense(vt), tfidf.transform([x.lexical for x in vt]),
+                                 [e.component for e in train], component_ids())
     rows = [tfidf.transform_one(x.lexical) for x in vd]
     before = head.predict_proba(dense(vd), rows)
     np.savez(tmp_path / "head.npz", **head.to_arrays("component"))
     with np.load(tmp_path / "head.npz", allow_pickle=False) as a:
-        loaded = LinearHead.from_arrays({k: a[k] for k in a.files}, "component", head.classes)
+        loaded = LinearHead.from_arrays({k: a[k] for k in a.files}, "component", head.classes_)
     after = loaded.predict_proba(dense(vd), rows)
     assert np.array_equal(before, after)
     assert np.allclose(before.sum(axis=1), 1.0, atol=1e-5) and (before >= 0).all()
-    assert head.temperature > 0 and set(head.classes) <= set(component_ids())
+    assert head.temperature_ > 0 and set(head.classes_) <= set(component_ids())
 
 
 # ---- IssueClassifier: persistence and version ---------------------------------------------------------------------
@@ -125,8 +125,8 @@ def test_save_load_round_trip_and_content_hash(shipped, sample, tmp_path):
     assert [p.to_dict() for p in again.predict(v, emb)] == [p.to_dict() for p in shipped.predict(v, emb)]
 
     changed = IssueClassifier.load(tmp_path / "a")
-    changed.re_head.bias = changed.re_head.bias.copy()
-    changed.re_head.bias[0] += np.float32(0.01)
+    changed.re_head.bias_ = changed.re_head.bias_.copy()
+    changed.re_head.bias_[0] += np.float32(0.01)
     other = changed.save(tmp_path / "c")
     assert other != version and IssueClassifier.load(tmp_path / "c").version == other
 
@@ -146,7 +146,7 @@ def test_weights_are_plain_arrays():
 # ---- the shipped model ----------------------------------------------------------------------------------------------
 def test_shipped_model_loads_and_predicts(shipped, sample):
     _, v, emb = sample
-    assert shipped.re_head.classes == re_class_ids() and shipped.component_head.classes == component_ids()
+    assert shipped.re_head.classes_ == re_class_ids() and shipped.component_head.classes_ == component_ids()
     assert 0 < shipped.threshold < 1
     for p in shipped.predict(v, emb):
         assert p.re_class in re_class_ids() and p.component in component_ids()
@@ -258,8 +258,8 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     items = load_gold(tmp_path / "labels")
     v = [views(e.title, e.body) for e in items[:5]]
     emb = [np.vstack([CountingEmbedder.shared.encode([getattr(x, f)]) for x in v]) for f in VIEW_FIELDS]
-    dense = dense_features(emb, [x.lexical for x in v])
+    dense = dense_features(emb, v)
     probs = model.re_head.predict_proba(dense, [model.tfidf.transform_one(x.lexical) for x in v])
-    assert [p.re_class for p in model.predict(v, emb)] == [model.re_head.classes[i] for i in probs.argmax(1)]
+    assert [p.re_class for p in model.predict(v, emb)] == [model.re_head.classes_[i] for i in probs.argmax(1)]
 
     assert {p.name: p.read_bytes() for p in shipped_model_dir().iterdir() if p.is_file()} == shipped_files

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from retriage.classifier.features import VIEW_FIELDS, views
+from retriage.classifier.features import VIEW_FIELDS
+from retriage.core.document import document
 from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
@@ -126,10 +127,11 @@ class Triage:
         """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
         log = logtext.parse(data)
         guess = engine_detect.detect(log.text, engine)
-        matches = [m for m in match_rules(log.lines) if applies_to(m.rule, guess.engine)]
+        every_match = match_rules(log.lines)  # once: the features read them too, through the document
+        matches = [m for m in every_match if applies_to(m.rule, guess.engine)]
         title = log.lines[log.exception_line] if log.exception_line is not None else (
             log.lines[log.last_error_line] if log.last_error_line is not None else "")
-        v = views(title, log.text)
+        v = document(title, log.text, matches=tuple(every_match))
         z_re, z_comp, vector, fast = self._logits(v)
         pred = self.model.predictions(z_re, z_comp)[0]
 

@@ -22,6 +22,24 @@ app = typer.Typer(
     "attach known fixes, and triage pasted stack traces.",
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"retriage {version('retriage')}")
+        except PackageNotFoundError:
+            typer.echo("retriage (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")) -> None:
+    """Mine LLM inference-engine issue trackers into DuckDB, classify resource bugs (RETAIN RE.1-RE.4), attach
+    known fixes, and triage pasted stack traces."""
+
+
 app.command("import")(data.import_cmd)
 app.command("show")(data.show)
 app.command("stats")(data.stats)

@@ -164,9 +164,12 @@ def key_lines(lines: list[str], max_frames: int = 3) -> list[str]:
 
 def prepare(title: str | None, body: str | None, max_chars: int = 2000) -> str:
     """The text the classifier embeds for an issue: title, then key lines, then the remaining prose."""
-    title = (title or "").strip()
     lines = clean_lines(body or "")
-    keys = key_lines(lines)
+    return prepare_lines((title or "").strip(), lines, key_lines(lines), max_chars)
+
+
+def prepare_lines(title: str, lines: list[str], keys: list[str], max_chars: int = 2000) -> str:
+    """`prepare` from lines already cleaned and their key lines."""
     key_set = set(keys)
     prose = [ln.strip() for ln in lines if ln.strip() not in key_set and not FRAME_RE.match(ln)]
     parts = [title] + keys[:12] + prose

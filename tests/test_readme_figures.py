@@ -1,0 +1,44 @@
+"""The README's evaluation figures are what `retriage eval` computes from the shipped model and the package's
+embedding cache (no database, nothing embedded): every row of its generalisation table is regenerated here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from retriage.classifier.evaluation import run_eval
+
+pytestmark = pytest.mark.slow  # refits the model on each split's training side (about a minute)
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ROW = re.compile(r"^\| (dev|future|new engine) \| (model|TF-IDF \+ LR|keyword rules|majority) \| \*{0,2}([\d.]+)\*{0,2} "
+                 r"\(([\d.]+)–([\d.]+)\) \|[^|]*\| ([\d.]+)/([\d.]+) \| ([\d.]+) \|", re.M)
+SYSTEMS = {"model": "model", "TF-IDF + LR": "tfidf_logreg", "keyword rules": "keyword_rules", "majority": "majority"}
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_eval(None, None)
+
+
+def test_every_readme_row_is_regenerated(report):
+    rows = ROW.findall(README.read_text())
+    assert len(rows) == 12, rows  # three splits x four systems
+    splits = {"dev": report.summary, "future": report.generalisation[0], "new engine": report.generalisation[1]}
+    for split, system, f1, lo, hi, p, r, comp in rows:
+        s = splits[split].systems[SYSTEMS[system]]
+        got = (s.re_macro_f1, *s.re_interval, s.detection["precision"], s.detection["recall"], s.component_macro_f1)
+        want = tuple(float(x) for x in (f1, lo, hi, p, r, comp))
+        assert all(abs(g - w) < 0.006 for g, w in zip(got, want)), (split, system, got, want)
+
+
+def test_dev_rows_are_the_shipped_models(report):
+    from retriage.classifier.model import IssueClassifier
+
+    assert report.model_version == IssueClassifier.load().version
+    model = next(r for r in ROW.findall(README.read_text()) if r[:2] == ("dev", "model"))
+    assert abs(report.scores["re_class"]["model"].macro_f1 - float(model[2])) < 0.0006
+    assert abs(report.scores["component"]["model"].macro_f1 - float(model[7])) < 0.0006
+    assert f"`{report.model_version}`" in README.read_text()
