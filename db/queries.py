@@ -95,3 +95,46 @@ def issue_vector(con, repo: str, number: int, model: str):
                          ON e.text_hash = ie.text_hash AND e.model = ie.model
                          WHERE ie.repo = ? AND ie.number = ? AND ie.model = ?""", [repo, number, model]).fetchone()
     return row[0] if row else None
+
+
+LIST_SORTS = {"created": "i.created_at DESC", "updated": "i.updated_at DESC", "oldest": "i.created_at ASC",
+              "confidence": "p.confidence DESC", "number": "i.repo, i.number"}
+LIST_COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component",
+                "confidence", "abstained", "known_fixes", "html_url")
+
+
+def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos: list[str] | None = None,
+                re_class: str | None = None, component: str | None = None, fix: str | None = None,
+                state: str | None = None, since=None, until=None, unsure: bool | None = None,
+                sort: str = "created", limit: int = 20) -> list[dict]:
+    """Issues (not pull requests) with this model's prediction, filtered; `until` is an inclusive day,
+    `unsure` True keeps only abstentions, False only confident answers. Newest first by default."""
+    where = ["NOT i.is_pull_request"]
+    params: dict = {"mv": model_version, "limit": limit}
+    for column, name, value in (("p.re_class", "cls", re_class), ("p.component", "comp", component),
+                                ("i.state", "state", state)):
+        if value is not None:
+            where.append(f"{column} = ${name}")
+            params[name] = value
+    if repos:
+        where.append("list_contains($repos, i.repo)")
+        params["repos"] = repos
+    if fix is not None:
+        where.append("list_contains(p.known_fixes, $fix)")
+        params["fix"] = fix
+    if since is not None:
+        where.append("i.created_at >= $since")
+        params["since"] = since
+    if until is not None:
+        where.append("i.created_at < $until + INTERVAL 1 DAY")
+        params["until"] = until
+    if unsure is not None:
+        where.append("p.abstained = $unsure")
+        params["unsure"] = unsure
+    return _rows(con, f"""
+        SELECT i.repo, i.number, i.title, i.state, i.created_at, i.updated_at, p.re_class, p.component,
+               p.confidence, p.abstained, p.known_fixes, i.html_url
+        FROM issues i JOIN predictions p ON p.repo = i.repo AND p.number = i.number AND p.model_version = $mv
+        WHERE {' AND '.join(where)}
+        ORDER BY {LIST_SORTS[sort]}, i.repo, i.number
+        LIMIT $limit""", params)

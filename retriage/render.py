@@ -95,3 +95,47 @@ def stats_table(s: dict) -> Table:
     return t
 
 
+
+
+def issues_table(rows: list[dict], width: int = 80) -> Table:
+    """`retriage list`: one line per issue; the full URL is in --json/--format."""
+    from retriage.core.refs import format_ref
+
+    t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left")
+    refs = [format_ref(r["repo"], r["number"]) for r in rows]
+    fixes = [", ".join(r["known_fixes"] or []) or "-" for r in rows]
+    widths = {"issue": max([len(x) for x in refs] + [5]), "state": 6, "created": 10, "class": 6, "conf": 4,
+              "component": max([len(r["component"]) for r in rows] + [9]), "fixes": max([len(f) for f in fixes] + [5])}
+    for col, width in widths.items():
+        t.add_column(col, justify="right" if col == "conf" else "left", min_width=width, no_wrap=True)
+    fixed = sum(widths.values()) + 3 * len(widths) + 4  # cells, padding and borders
+    t.add_column("title", max_width=max(16, width - fixed), no_wrap=True, overflow="ellipsis")
+    for ref, fix, r in zip(refs, fixes, rows):
+        cls = "unsure" if r["abstained"] else r["re_class"]
+        t.add_row(ref, r["state"], _date(r["created_at"]), cls,
+                  f"{r['confidence']:.2f}", r["component"], fix,
+                  Text(r["title"] or ""))
+    return t
+
+
+def write_rows(rows: list[dict], fmt: str) -> None:
+    """Rows as JSON lines (`ndjson`) or CSV on stdout (lists joined by `;`, times as ISO strings)."""
+    import csv
+    import json
+    import sys
+
+    from retriage.db.queries import LIST_COLUMNS
+
+    def flat(v):
+        if isinstance(v, list):
+            return ";".join(v) if fmt == "csv" else v
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+    if fmt == "ndjson":
+        for r in rows:
+            sys.stdout.write(json.dumps({k: flat(r[k]) for k in LIST_COLUMNS}, ensure_ascii=False) + "\n")
+        return
+    w = csv.writer(sys.stdout)
+    w.writerow(LIST_COLUMNS)
+    for r in rows:
+        w.writerow([flat(r[k]) for k in LIST_COLUMNS])

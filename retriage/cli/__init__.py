@@ -43,6 +43,7 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
 app.command("import")(data.import_cmd)
 app.command("show")(data.show)
 app.command("stats")(data.stats)
+app.command("list")(data.list_cmd)
 app.command("demo")(data.demo)
 app.command("mine")(mine.mine)
 app.command("report")(report.report)

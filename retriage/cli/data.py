@@ -63,3 +63,42 @@ def demo(
     from retriage.demo import run_demo
 
     run_demo(db, example)
+
+
+def list_cmd(
+    engine: List[str] = typer.Option([], "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm; repeatable."),
+    re_class: Optional[str] = typer.Option(None, "--class", help="RE.1, RE.2, RE.3, RE.4 or none."),
+    component: Optional[str] = typer.Option(None, help="model_loader, operators, engine_setup, scheduler, "
+                                            "frontend or other."),
+    fix: Optional[str] = typer.Option(None, help="A known-fix tag (ipc_host, oom_four_step, ...)."),
+    state: Optional[str] = typer.Option(None, help="open or closed."),
+    since: Optional[str] = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back."),
+    until: Optional[str] = typer.Option(None, help="Created on or before (inclusive day), same forms."),
+    unsure: Optional[bool] = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on "
+                                          "(or only confident ones)."),
+    sort: str = typer.Option("created", help="created (newest first), updated, oldest, confidence or number."),
+    limit: int = typer.Option(20, "--limit", "-L", help="At most this many issues."),
+    fmt: str = typer.Option("table", "--format", help="table, json, ndjson or csv."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    db: Optional[str] = Db,
+):
+    """Stored issues with the current model's class, component and known fixes, filtered and sorted."""
+    from retriage.classifier import current_model_version
+    from retriage.db.store import connect
+    from retriage.lister import ListFilter, list_issues
+    from retriage.render import issues_table, write_rows
+
+    fmt = "json" if as_json else fmt
+    if fmt not in ("table", "json", "ndjson", "csv"):
+        from retriage.core.errors import UserError
+
+        raise UserError(f"--format must be one of table, json, ndjson, csv, not {fmt!r}", exit_code=2)
+    f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
+    rows = list_issues(connect(db, read_only=True), f, current_model_version())
+    if fmt == "table":
+        out = console()
+        out.print(issues_table(rows, out.width))
+    elif fmt == "json":
+        print_json(rows)
+    else:
+        write_rows(rows, fmt)
