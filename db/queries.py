@@ -109,28 +109,14 @@ def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos
                 sort: str = "created", limit: int = 20) -> list[dict]:
     """Issues (not pull requests) with this model's prediction, filtered; `until` is an inclusive day,
     `unsure` True keeps only abstentions, False only confident answers. Newest first by default."""
-    where = ["NOT i.is_pull_request"]
-    params: dict = {"mv": model_version, "limit": limit}
-    for column, name, value in (("p.re_class", "cls", re_class), ("p.component", "comp", component),
-                                ("i.state", "state", state)):
-        if value is not None:
-            where.append(f"{column} = ${name}")
-            params[name] = value
-    if repos:
-        where.append("list_contains($repos, i.repo)")
-        params["repos"] = repos
-    if fix is not None:
-        where.append("list_contains(p.known_fixes, $fix)")
-        params["fix"] = fix
-    if since is not None:
-        where.append("i.created_at >= $since")
-        params["since"] = since
-    if until is not None:
-        where.append("i.created_at < $until + INTERVAL 1 DAY")
-        params["until"] = until
-    if unsure is not None:
-        where.append("p.abstained = $unsure")
-        params["unsure"] = unsure
+    conditions = {  # parameter -> (condition, value); a condition counts when its value is not None
+        "cls": ("p.re_class = $cls", re_class), "comp": ("p.component = $comp", component),
+        "state": ("i.state = $state", state), "repos": ("list_contains($repos, i.repo)", repos or None),
+        "fix": ("list_contains(p.known_fixes, $fix)", fix), "since": ("i.created_at >= $since", since),
+        "until": ("i.created_at < $until + INTERVAL 1 DAY", until), "unsure": ("p.abstained = $unsure", unsure),
+    }
+    where = ["NOT i.is_pull_request"] + [c for c, v in conditions.values() if v is not None]
+    params = {"mv": model_version, "limit": limit} | {k: v for k, (_, v) in conditions.items() if v is not None}
     return _rows(con, f"""
         SELECT i.repo, i.number, i.title, i.state, i.created_at, i.updated_at, p.re_class, p.component,
                p.confidence, p.abstained, p.known_fixes, i.html_url
