@@ -11,7 +11,7 @@ GitHub documents them:
 - Every wait is bounded by `RetryPolicy.max_wait` (longer: a GitHubError that says when to come back) and
   reported tick by tick through `on_wait(seconds_left, reason)`.
 
-The token is read from GITHUB_TOKEN, else GH_TOKEN; it only ever lives in the Authorization header. Messages
+The token is read from GH_TOKEN, else GITHUB_TOKEN (as gh does); it only ever lives in the Authorization header. Messages
 this module makes are passed through `redact`, so not even a server echoing it back puts it in an error.
 """
 
@@ -202,7 +202,7 @@ class GitHubClient:
         if status >= 500:
             return _Retry(f"server error {status} at {self._where(url)}")
         if status == 401:
-            raise GitHubError("401 Bad credentials: GitHub rejected the token in GITHUB_TOKEN/GH_TOKEN", 401, "auth")
+            raise GitHubError("401 Bad credentials: GitHub rejected the token in GH_TOKEN/GITHUB_TOKEN", 401, "auth")
         if status == 404:
             raise GitHubError(f"404 not found: {self._where(url)} (no such repository, or no access)", 404)
         raise GitHubError(self.redact(f"{status} from {self._where(url)}: {message}"), status)

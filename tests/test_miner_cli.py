@@ -88,7 +88,7 @@ def test_gh_token_is_used_and_no_token_is_said_once(tmp_path, server):
     run = retriage("mine", "sglang", "vllm", "--base-url", server.base_url, "--db", tmp_path / "b.duckdb",
                    "--request-gap", "0", "--no-comments", token=None)
     assert run.returncode == 0, run.stderr
-    assert run.stderr.count("no GITHUB_TOKEN or GH_TOKEN set") == 1
+    assert run.stderr.count("no GH_TOKEN or GITHUB_TOKEN set") == 1
     assert "/100 left" in run.stdout  # the anonymous rate limit, as the server tells it
 
 
@@ -99,7 +99,7 @@ def test_failures_are_one_line_and_never_show_the_token(tmp_path, server):
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert last == (f"retriage: error: {SGLANG}: 401 Bad credentials: GitHub rejected the token in "
-                    "GITHUB_TOKEN/GH_TOKEN")
+                    "GH_TOKEN/GITHUB_TOKEN")
     assert "skipped" in run.stdout
     assert_token_nowhere(wrong, db, run)
 

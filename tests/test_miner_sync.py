@@ -212,3 +212,11 @@ def test_repository_names_and_aliases():
 ])
 def test_fix_references(body, expected):
     assert fixed_issues(body, "o/r") == expected
+
+
+def test_token_order_is_ghs():
+    from retriage.miner.client import token_from_env
+
+    assert token_from_env({"GH_TOKEN": "a", "GITHUB_TOKEN": "b"}) == "a"
+    assert token_from_env({"GH_TOKEN": " ", "GITHUB_TOKEN": "b"}) == "b"
+    assert token_from_env({}) is None

@@ -139,7 +139,7 @@ def mine(
 ):
     """Sync issues, pull requests and comments from GitHub into the database: incremental and resumable.
 
-    Token from GITHUB_TOKEN, else GH_TOKEN. An interrupted run loses nothing; an unchanged repository costs one request.
+    Token from GH_TOKEN, else GITHUB_TOKEN (as gh). An interrupted run loses nothing; an unchanged repository costs one request.
     """
     from retriage.db.store import connect
     from retriage.miner.client import GitHubClient, GitHubError, token_from_env
