@@ -37,6 +37,7 @@ class Example:
     source: str = "corpus"
     created_at: str = ""  # YYYY-MM-DD of the issue, "" when unknown
     gh_labels: tuple[str, ...] = ()
+    state: str = ""
 
     @property
     def engine(self) -> str:
@@ -97,7 +98,7 @@ def load_gold(folder: Path = LABELS_DIR) -> list[Example]:
         out.append(Example(key[0], key[1], r.get("html_url") or snap.get(key, {}).get("html_url", ""),
                            title, body, r["re_class"], r["component"], r.get("known_fix", "none"),
                            r.get("labeler", ""), r.get("reason", ""), source, str(created)[:10],
-                           tuple(r.get("gh_labels") or ())))
+                           tuple(r.get("gh_labels") or ()), r.get("state") or snap.get(key, {}).get("state") or ""))
     return out
 
 

@@ -9,10 +9,35 @@ from retriage.core.errors import UserError
 from retriage.core.refs import format_ref, parse_ref
 
 
+def team_labeled(repo: str, number: int) -> dict | None:
+    """An issue that is not in the database but in the team's labeled set (taxonomy/labels): its record as
+    the labeled set holds it (for records from outside the corpus, machine output verbatim and the prose
+    paraphrased) and the team's label; no prediction, no similar issues."""
+    from retriage.classifier.dataset import load_gold
+
+    e = next((x for x in load_gold() if x.key == (repo, number)), None)
+    if e is None:
+        return None
+    from datetime import datetime
+
+    created = datetime.fromisoformat(e.created_at) if e.created_at else None
+    issue = {"repo": repo, "number": number, "title": e.title, "body": e.body, "state": e.state or None,
+             "labels": list(e.gh_labels), "created_at": created, "closed_at": None, "comments": None,
+             "is_pull_request": False, "html_url": e.html_url}
+    gold = {"repo": repo, "number": number, "re_class": e.re_class, "component": e.component,
+            "known_fix": e.known_fix, "reason": e.reason, "labeler": e.labeler}
+    return {"ref": format_ref(repo, number), "issue": issue, "prediction": None, "gold": gold,
+            "links": {"fixed_by": [], "fixes": []}, "similar": [],
+            "source": "team labels only (not in the database): taxonomy/labels"}
+
+
 def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5) -> dict:
     repo, number = parse_ref(ref)
     issue = queries.get_issue(con, repo, number)
     if issue is None:
+        labeled = team_labeled(repo, number)
+        if labeled is not None:
+            return labeled
         raise UserError(f"{format_ref(repo, number)} is not in the database "
                         f"(run `retriage mine {repo}` or `retriage import FILE`)")
     from retriage.classifier import current_model_name, current_model_version  # light: reads metadata only

@@ -24,8 +24,8 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
     head.append(f" · created {_date(issue['created_at'])}", style="dim")
     if issue["closed_at"]:
         head.append(f" · closed {_date(issue['closed_at'])}", style="dim")
-    n = issue["comments"] or 0
-    head.append(f" · {n} comment{'' if n == 1 else 's'}\n", style="dim")
+    n = issue["comments"]
+    head.append(f" · {n} comment{'' if n == 1 else 's'}\n" if n is not None else "\n", style="dim")
     if issue["labels"]:
         head.append("labels: ", style="dim")
         head.append(", ".join(issue["labels"]) + "\n", style="cyan")
@@ -44,6 +44,8 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
         table.add_row("component", f"[bold]{pred['component']}[/]" + (f" conf {comp_conf:.2f}" if comp_conf else ""))
         table.add_row("known fixes", ", ".join(pred.get("known_fixes") or []) or "-")
         table.add_row("model", str(pred["model_version"]))
+    elif info.get("source"):
+        table.add_row("known from", info["source"])
     else:
         table.add_row("predicted class", "not labeled yet (run `retriage label`)")
     if gold:
