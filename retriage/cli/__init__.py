@@ -40,18 +40,13 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
     known fixes, and triage pasted stack traces."""
 
 
-app.command("import")(data.import_cmd)
-app.command("show")(data.show)
-app.command("stats")(data.stats)
-app.command("list")(data.list_cmd)
-app.command("demo")(data.demo)
-app.command("mine")(mine.mine)
-app.command("report")(report.report)
-app.command("train")(model.train)
-app.command("label")(model.label)
-app.command("predict")(model.predict)
-app.command("eval")(model.eval_cmd)
-app.command("classify")(classify.classify)
+COMMANDS = {  # name -> function, in the order `--help` lists them
+    "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd, "demo": data.demo,
+    "mine": mine.mine, "report": report.report, "train": model.train, "label": model.label,
+    "predict": model.predict, "eval": model.eval_cmd, "classify": classify.classify,
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name)(_command)
 
 
 def main() -> None:
