@@ -40,16 +40,51 @@ class LogText:
         return "\n".join(self.lines)
 
 
-def decode(data: bytes | str) -> tuple[str, list[str]]:
-    notes = []
-    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
-    if len(raw) > MAX_BYTES:
-        notes.append(f"input is {len(raw):,} bytes: kept the first {HEAD_BYTES:,} and the last "
-                     f"{MAX_BYTES - HEAD_BYTES:,}")
-        raw = raw[:HEAD_BYTES] + b"\n[... cut by retriage ...]\n" + raw[-(MAX_BYTES - HEAD_BYTES):]
-    sample = raw[:65536]
+CUT = b"\n[... cut by retriage ...]\n"
+
+
+@dataclass(frozen=True)
+class HeadTail:
+    """A long input as read from a stream: only the head and tail that `decode` keeps, and the full size."""
+
+    data: bytes
+    size: int
+
+
+def _refuse_nul(sample: bytes) -> None:
     if sample.count(b"\x00") > max(8, len(sample) // 1000):
         raise UserError("input looks binary (NUL bytes): paste a text log or stack trace", exit_code=2)
+
+
+def read_head_tail(stream) -> bytes | HeadTail:
+    """Read a binary stream to its end holding at most MAX_BYTES: the whole input when it is short, else its
+    first HEAD_BYTES and a rolling last part. NUL-filled input (/dev/zero) is refused before reading on."""
+    head = stream.read(MAX_BYTES + 1)
+    if len(head) <= MAX_BYTES:
+        return head
+    _refuse_nul(head[:65536])
+    keep, size = MAX_BYTES - HEAD_BYTES, len(head)
+    tail = bytearray(head[-keep:])
+    while chunk := stream.read(1 << 20):
+        size += len(chunk)
+        tail += chunk
+        del tail[:-keep]
+    return HeadTail(head[:HEAD_BYTES] + CUT + bytes(tail), size)
+
+
+def decode(data: bytes | str | HeadTail) -> tuple[str, list[str]]:
+    notes = []
+    if isinstance(data, HeadTail):
+        raw, size = data.data, data.size
+    else:
+        raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+        size = len(raw)
+        if size > MAX_BYTES:
+            raw = raw[:HEAD_BYTES] + CUT + raw[-(MAX_BYTES - HEAD_BYTES):]
+    if size > MAX_BYTES:
+        notes.append(f"input is {size:,} bytes: kept the first {HEAD_BYTES:,} and the last "
+                     f"{MAX_BYTES - HEAD_BYTES:,}")
+    _refuse_nul(raw[:65536])
     text = raw.decode("utf-8", "replace")
     if "\ufffd" in text:
         notes.append("input is not valid UTF-8: undecodable bytes were replaced")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -51,13 +50,16 @@ def classify(
                                "decision, the model itself otherwise)."),
 ):
     """What is this log, and what do I do? Class, component, this engine's fix steps and similar issues."""
+    from retriage.triage.logtext import read_head_tail
+
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UserError("no input: give a file or pipe a log into `retriage classify`", exit_code=2)
-        data = sys.stdin.buffer.read()
+        data = read_head_tail(sys.stdin.buffer)
     else:
         try:
-            data = Path(file).read_bytes()
+            with open(file, "rb") as f:
+                data = read_head_tail(f)
         except FileNotFoundError:
             raise UserError(f"{file}: no such file", exit_code=2) from None
         except OSError as e:
