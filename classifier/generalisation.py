@@ -20,9 +20,6 @@ from retriage.classifier.predict import fixes_for
 from retriage.classifier.splits import Split
 from retriage.taxonomy import component_ids, re_class_ids
 
-SYSTEMS = ("model", "tfidf_logreg", "keyword_rules", "majority")
-
-
 @dataclass
 class SystemScores:
     re_macro_f1: float

@@ -80,13 +80,13 @@ def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Vie
     over the dev issues whose label names one or whose prediction does."""
     from retriage.classifier.predict import fixes_for
 
+    model.fix_threshold = 0.0  # once: every prediction carries the head's best tag and its confidence
+    preds = model.predict(v, emb)
     best_t, best_f = FIX_THRESHOLD, -1.0
     for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
-        model.fix_threshold = t
-        preds = model.predict(v, emb)
         tp = fp = fn = 0
         for e, x, p in zip(dev, v, preds):
-            got = set(fixes_for(x, e.engine, p))
+            got = set(fixes_for(x, e.engine, p if p.known_fix_confidence >= t else None))
             want = {e.known_fix} - {"none"}
             tp += len(got & want)
             fp += len(got - want)
