@@ -11,8 +11,9 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.features import Views, views
-from retriage.classifier.generalisation import SplitReport, cached_baseline, evaluate_split, system_scores
+from retriage.classifier.generalisation import SplitReport, baseline_answers, evaluate_split, system_scores
 from retriage.classifier.predict import fixes_for
+from retriage.classifier.result_cache import examples_material, is_answers, remember
 from retriage.core.errors import UserError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
@@ -77,27 +78,44 @@ def read_gold(path: Path, con=None) -> list[Example]:
 
 
 def cached_embedder(con) -> Callable[[list[Views]], list]:
-    """View embeddings through `con`'s cache, or, without a database, an in-memory one holding the package's
-    shipped vectors (the snapshot and the labeled set), so that only texts nobody embedded are embedded."""
-    if con is None:
-        from retriage.classifier.snapshot_cache import load_into
-        from retriage.db.store import connect
+    """View embeddings through `con`'s cache, or, without a database, through the package's shipped vectors (the
+    snapshot and the labeled set) held in memory, so that only texts nobody embedded are embedded."""
+    if con is not None:
+        return lambda v: embed_views(con, v)
+    from retriage.classifier.snapshot_cache import shipped_embedder
 
-        con = connect(":memory:")
-        load_into(con)
-    return lambda v: embed_views(con, v)
+    return shipped_embedder()
+
+
+def model_answers(model, gold: list[Example], embed, view_of) -> dict:
+    """The shipped (or given) model's answers on `gold`: class, component, abstained, known fixes — remembered
+    by a hash of the model's version, the issues and the code (classifier/result_cache.py)."""
+    def compute() -> dict:
+        gold_views = [view_of(e) for e in gold]
+        preds = model.predict(gold_views, embed(gold_views))
+        return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
+                "abstained": [bool(p.abstained) for p in preds],
+                "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(gold, gold_views, preds)]}
+
+    keys = ("re_class", "component", "abstained", "fixes")
+    return remember("model", {"model": model.version, "gold": examples_material(gold)}, compute,
+                    lambda x: is_answers(x, len(gold), keys) and all(isinstance(a, bool) for a in x["abstained"]))
 
 
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
-             step: Callable[[str], None] | None = None) -> EvalReport:
+             step: Callable[[str], None] | None = None, advance: Callable[[], None] | None = None) -> EvalReport:
     """The dev split (or a --gold file) scored by the shipped model beside the baselines; with `generalisation`
-    (and no --gold), the future and new-engine splits too (see classifier/generalisation.py)."""
+    (and no --gold), the future and new-engine splits too (see classifier/generalisation.py). `step` is told
+    what is being done (a short phrase) as each stage starts; `advance` is called as each split is done (the dev
+    split or --gold, then each generalisation split)."""
     step = step or (lambda _: None)
+    advance = advance or (lambda: None)
     con = None
     if db or Path("retriage.duckdb").exists():
         from retriage.db.store import connect
 
         con = connect(db)
+    step("reading the labeled set")
     team = load_gold()
     if gold_path is None:
         train, gold = split(team)
@@ -119,41 +137,29 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
             memo[e.key] = views(e.title, e.body)
         return memo[e.key]
 
-    gold_views = [view_of(e) for e in gold]
-    preds = model.predict(gold_views, embed(gold_views))
-    version = model.version
-    train_texts = [view_of(e).lexical for e in train]
-    gold_texts = [x.lexical for x in gold_views]
-    report = EvalReport(source, len(gold), len(train), version,
-                        round(sum(not p.abstained for p in preds) / len(preds), 4))
-    predicted: dict[str, dict[str, list[str]]] = {}  # system -> target -> predictions
+    answers = model_answers(model, gold, embed, view_of)
+    report = EvalReport(source, len(gold), len(train), model.version,
+                        round(sum(not a for a in answers["abstained"]) / len(gold), 4))
+    step(f"{source}: baselines")
+    predicted = {"model": {t: answers[t] for t in TARGETS}, **baseline_answers(train, gold, view_of)}
     for target in TARGETS:
         labels = metrics.labels_for(target)
         y = [getattr(e, target) for e in gold]
-        ytr = [getattr(e, target) for e in train]
-        model_pred = [getattr(p, target) for p in preds]
-        answers = {
-            "model": model_pred,
-            "tfidf_logreg": cached_baseline(metrics.tfidf_logreg, train_texts, ytr, gold_texts),
-            "keyword_rules": metrics.keyword_rules(gold_texts, target),
-            "majority": metrics.majority(ytr, len(y)),
-        }
-        report.scores[target] = {name: metrics.score(y, a, labels) for name, a in answers.items()}
-        for name, a in answers.items():
-            predicted.setdefault(name, {})[target] = a
-        kept = [i for i, p in enumerate(preds) if not p.abstained]
+        report.scores[target] = {name: metrics.score(y, a[target], labels) for name, a in predicted.items()}
+        kept = [i for i, a in enumerate(answers["abstained"]) if not a]
         if kept:
-            report.confident[target] = metrics.score([y[i] for i in kept], [model_pred[i] for i in kept], labels)
+            report.confident[target] = metrics.score([y[i] for i in kept], [answers[target][i] for i in kept], labels)
     report.summary = SplitReport("dev" if gold_path is None else "gold", source, len(train), len(gold))
     for e in gold:
         report.summary.test_sources[e.source] = report.summary.test_sources.get(e.source, 0) + 1
     for name, a in predicted.items():
-        fixes = ([fixes_for(x, e.engine, p) for e, x, p in zip(gold, gold_views, preds)]
-                 if name == "model" else None)
-        report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"], fixes)
+        report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"],
+                                                     answers["fixes"] if name == "model" else None)
+    advance()
     if generalisation and gold_path is None:
         from retriage.classifier.splits import generalisation_splits
 
         for sp in generalisation_splits(team):
             report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step, view_of))
+            advance()
     return report

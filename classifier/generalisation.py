@@ -17,6 +17,7 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example
 from retriage.classifier.features import Views, views
 from retriage.classifier.predict import fixes_for
+from retriage.classifier.result_cache import examples_material, is_answers, is_str_list, remember
 from retriage.classifier.splits import Split
 from retriage.taxonomy import component_ids, re_class_ids
 
@@ -65,70 +66,80 @@ def system_scores(gold: list[Example], re_pred: list[str], comp_pred: list[str],
         metrics.fix_recall([e.known_fix for e in gold], fixes) if fixes is not None else None)
 
 
-def cached_baseline(fn: Callable[..., list[str]], *inputs) -> list[str]:
-    """`fn(*inputs)`, remembered on disk by a hash of its name and inputs (the TF-IDF baseline refits in seconds
-    per split and target, always to the same answer). A cache that cannot be read or written is skipped."""
-    import hashlib
-    import json
+def cached_baseline(name: str, train: list[Example], test: list[Example], compute: Callable[[], list[str]],
+                    target: str = "") -> list[str]:
+    """A baseline's answers on `test`, remembered by a hash of the raw issues and their labels
+    (classifier/result_cache.py); `compute` runs only when nothing is remembered."""
+    material = {"train": examples_material(train), "test": examples_material(test), "target": target}
+    return remember(f"baseline-{name}", material, compute, lambda x: is_str_list(x, len(test)))
 
-    from retriage.core.paths import cache_dir
 
-    h = hashlib.sha256(fn.__name__.encode())
-    h.update(json.dumps(inputs, ensure_ascii=False).encode("utf-8", "replace"))
-    path = cache_dir() / "baselines" / f"{h.hexdigest()[:32]}.json"
-    try:
-        out = json.loads(path.read_text())
-        if isinstance(out, list) and all(isinstance(x, str) for x in out):
-            return out
-    except (OSError, ValueError):
-        pass
-    out = fn(*inputs)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(list(out)))
-        tmp.replace(path)
-    except OSError:
-        pass
-    return list(out)
+def model_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
+                  step: Callable[[str], None], view_of: Callable[[Example], Views]) -> dict:
+    """The model fitted anew on the split's training side: its class, component and known fixes per test issue
+    (remembered by a hash of both sides and the settings)."""
+    from retriage.classifier.train import fit_classifier
+
+    tr, te = split.train, split.test
+
+    def compute() -> dict:
+        tr_v = [view_of(e) for e in tr]
+        te_v = [view_of(e) for e in te]
+        step(f"{split.name}: embeddings")
+        tr_emb, te_emb = embed(tr_v), embed(te_v)
+        step(f"{split.name}: fitting the model on {len(tr)} issues")
+        model = fit_classifier(tr, tr_v, tr_emb, hyperparameters, calibrate=False)
+        preds = model.predict(te_v, te_emb)
+        return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
+                "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(te, te_v, preds)]}
+
+    material = {"train": examples_material(tr), "test": examples_material(te), "settings": hyperparameters}
+    return remember(f"refit-{split.name}", material, compute,
+                    lambda x: is_answers(x, len(te), ("re_class", "component", "fixes")))
 
 
 def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
                    step: Callable[[str], None] | None = None,
                    view_of: Callable[[Example], Views] | None = None) -> SplitReport:
     """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache); `view_of`: an
-    example's views (default: computed here; pass a memo when evaluating several splits)."""
-    from retriage.classifier.train import fit_classifier
-
+    example's views (default: computed here; pass a memo when evaluating several splits). Answers already
+    computed for the same issues, labels, settings and code are read back (classifier/result_cache.py)."""
     step = step or (lambda _: None)
     view_of = view_of or (lambda e: views(e.title, e.body))
     tr, te = split.train, split.test
-    tr_v = [view_of(e) for e in tr]
-    te_v = [view_of(e) for e in te]
-    step(f"{split.name}: embeddings")
-    tr_emb, te_emb = embed(tr_v), embed(te_v)
-    step(f"{split.name}: fitting the model on {len(tr)} issues")
-    model = fit_classifier(tr, tr_v, tr_emb, hyperparameters, calibrate=False)
-    preds = model.predict(te_v, te_emb)
-    fixes = [fixes_for(x, e.engine, p) for e, x, p in zip(te, te_v, preds)]
+    answers = model_answers(split, embed, hyperparameters, step, view_of)
     report = SplitReport(split.name, split.description, len(tr), len(te))
     for e in te:
         report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
-    report.systems["model"] = system_scores(te, [p.re_class for p in preds], [p.component for p in preds], fixes)
+    report.systems["model"] = system_scores(te, answers["re_class"], answers["component"], answers["fixes"])
     step(f"{split.name}: baselines")
-    tr_text, te_text = [x.lexical for x in tr_v], [x.lexical for x in te_v]
-    report.systems["tfidf_logreg"] = system_scores(
-        te, cached_baseline(metrics.tfidf_logreg, tr_text, [e.re_class for e in tr], te_text),
-        cached_baseline(metrics.tfidf_logreg, tr_text, [e.component for e in tr], te_text))
-    report.systems["keyword_rules"] = system_scores(
-        te, metrics.keyword_rules(te_text, "re_class"), metrics.keyword_rules(te_text, "component"))
-    report.systems["majority"] = system_scores(
-        te, metrics.majority([e.re_class for e in tr], len(te)), metrics.majority([e.component for e in tr], len(te)))
+    for name, systems in baseline_answers(tr, te, view_of).items():
+        report.systems[name] = system_scores(te, systems["re_class"], systems["component"])
     for engine in sorted({e.engine for e in te}):
         idx = [i for i, e in enumerate(te) if e.engine == engine]
         y = [te[i].re_class for i in idx]
-        p = [preds[i].re_class for i in idx]
+        p = [answers["re_class"][i] for i in idx]
         report.per_engine[engine] = {"n": len(idx), "re_macro_f1": metrics.macro_f1(y, p, re_class_ids()),
                                      "re_macro_f1_95ci": list(metrics.bootstrap_interval(y, p, re_class_ids())),
                                      "detection": metrics.detection(y, p)}
     return report
+
+
+def baseline_answers(train: list[Example], test: list[Example], view_of: Callable[[Example], Views]) -> dict:
+    """system -> target -> answers on `test`, for the three baselines fitted on `train`."""
+    lexical: dict[str, list[str]] = {}
+
+    def texts(side: str) -> list[str]:  # computed only when a baseline is not remembered
+        if side not in lexical:
+            lexical[side] = [view_of(e).lexical for e in (train if side == "train" else test)]
+        return lexical[side]
+
+    out: dict[str, dict[str, list[str]]] = {"tfidf_logreg": {}, "keyword_rules": {}, "majority": {}}
+    for target in ("re_class", "component"):
+        y = [getattr(e, target) for e in train]
+        out["tfidf_logreg"][target] = cached_baseline(
+            "tfidf_logreg", train, test, lambda: metrics.tfidf_logreg(texts("train"), y, texts("test")), target)
+        out["keyword_rules"][target] = cached_baseline(
+            "keyword_rules", [], test, lambda: metrics.keyword_rules(texts("test"), target), target)
+        out["majority"][target] = metrics.majority(y, len(test))
+    return out

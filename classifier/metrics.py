@@ -26,16 +26,24 @@ class Scores:
 
 
 def score(y_true: list[str], y_pred: list[str], labels: list[str]) -> Scores:
-    """Macro-F1 over the labels that occur in y_true or y_pred (scikit-learn's convention)."""
-    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
-
-    present = [c for c in labels if c in set(y_true) | set(y_pred)]
-    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=present, zero_division=0)
-    per = {c: {"precision": round(float(p[i]), 3), "recall": round(float(r[i]), 3), "f1": round(float(f[i]), 3),
-               "support": int(s[i])} for i, c in enumerate(present)}
-    return Scores(present, round(float(f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0)), 4),
-                  round(float(accuracy_score(y_true, y_pred)), 4), per,
-                  confusion_matrix(y_true, y_pred, labels=present).tolist())
+    """Macro-F1 over the labels that occur in y_true or y_pred (scikit-learn's convention and figures, in
+    numpy: `eval` need not import scikit-learn to score remembered answers)."""
+    seen = set(y_true) | set(y_pred)
+    present = [c for c in labels if c in seen]
+    index = {c: i for i, c in enumerate(present)}
+    k = len(present)
+    pairs = [(index[t], index[p]) for t, p in zip(y_true, y_pred) if t in index and p in index]
+    cm = np.zeros((k, k), dtype=np.int64)
+    for t, p in pairs:
+        cm[t, p] += 1
+    tp, support, predicted = np.diag(cm), cm.sum(1), cm.sum(0)
+    precision = np.divide(tp, predicted, out=np.zeros(k), where=predicted > 0)
+    recall = np.divide(tp, support, out=np.zeros(k), where=support > 0)
+    f1 = np.divide(2 * tp, support + predicted, out=np.zeros(k), where=(support + predicted) > 0)
+    per = {c: {"precision": round(float(precision[i]), 3), "recall": round(float(recall[i]), 3),
+               "f1": round(float(f1[i]), 3), "support": int(support[i])} for i, c in enumerate(present)}
+    accuracy = sum(t == p for t, p in zip(y_true, y_pred)) / len(y_true) if y_true else 0.0
+    return Scores(present, round(float(f1.mean()) if k else 0.0, 4), round(float(accuracy), 4), per, cm.tolist())
 
 
 # ---- baselines ------------------------------------------------------------------------------------------
@@ -95,14 +103,13 @@ def bootstrap_interval(y_true: list[str], y_pred: list[str], labels: list[str], 
     t = np.array([index[y] for y in y_true])
     p = np.array([index[y] for y in y_pred])
     rng = np.random.default_rng(seed)
-    stats = np.empty(rounds)
-    for r in range(rounds):
-        i = rng.integers(0, len(t), len(t))
-        cm = np.bincount(t[i] * k + p[i], minlength=k * k).reshape(k, k)
-        tp, support, predicted = np.diag(cm), cm.sum(1), cm.sum(0)
-        present = (support + predicted) > 0
-        f1 = np.divide(2 * tp, support + predicted, out=np.zeros(k), where=present)
-        stats[r] = f1[present].mean()
+    i = rng.integers(0, len(t), (rounds, len(t)))  # the same draws as one call per round
+    codes = (t[i] * k + p[i]) + (np.arange(rounds) * k * k)[:, None]
+    cm = np.bincount(codes.ravel(), minlength=rounds * k * k).reshape(rounds, k, k)
+    tp, support, predicted = np.einsum("rii->ri", cm), cm.sum(2), cm.sum(1)
+    present = (support + predicted) > 0
+    f1 = np.divide(2 * tp, support + predicted, out=np.zeros((rounds, k)), where=present)
+    stats = (f1 * present).sum(1) / present.sum(1)
     lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
     return (round(float(lo), 4), round(float(hi), 4))
 

@@ -80,6 +80,39 @@ def load_into(con: duckdb.DuckDBPyConnection, path: Path | None = None) -> int:
     return len(new)
 
 
+def shipped_vectors(path: Path | None = None) -> dict[str, np.ndarray]:
+    """The shipped vectors by text hash (float32); empty when the file is missing or unreadable."""
+    path = Path(path or cache_path())
+    try:
+        with np.load(path, allow_pickle=False) as a:
+            hashes, vectors = a["hashes"], a["vectors"].astype(np.float32)
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {str(h): v for h, v in zip(hashes, vectors) if np.isfinite(v).all()}
+
+
+def shipped_embedder(path: Path | None = None):
+    """View embeddings (VIEW_FIELDS order) of a list of views from the shipped vectors held in memory; a text
+    they lack is embedded (MiniLM, loaded only then) and kept for the rest of the process."""
+    from retriage.classifier.embed import DIM, get_embedder
+
+    have = shipped_vectors(path)
+
+    def embed(v: list) -> list[np.ndarray]:
+        out = []
+        for name in VIEW_FIELDS:
+            texts = [getattr(x, name) for x in v]
+            hashes = [text_hash(t) for t in texts]
+            missing = {h: t for h, t in zip(hashes, texts) if h not in have}
+            if missing:
+                vecs = get_embedder().encode(list(missing.values()))
+                have.update(zip(missing, np.asarray(vecs, dtype=np.float32)))
+            out.append(np.array([have[h] for h in hashes], dtype=np.float32).reshape(len(texts), DIM))
+        return out
+
+    return embed
+
+
 if __name__ == "__main__":
     from retriage.db.store import connect
 

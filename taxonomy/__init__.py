@@ -67,11 +67,16 @@ def fix_tag_ids() -> list[str]:
 
 
 def engines() -> list[Engine]:
-    return [
+    return list(_engines())
+
+
+@lru_cache(maxsize=1)
+def _engines() -> tuple[Engine, ...]:
+    return tuple(
         Engine(d["id"], d["name"], d["repo"], tuple(d["aliases"]), tuple(d.get("former_repos", [])),
                tuple(d.get("signals", [])))
         for d in _load("engines.toml")["engine"]
-    ]
+    )
 
 
 def engine_by_alias(alias: str) -> Engine | None:

@@ -107,9 +107,12 @@ def eval_cmd(
     on the splits that measure generalisation: future (trained before 2025-08-01) and new engine (TensorRT-LLM)."""
     from retriage.classifier.evaluation import run_eval
 
-    status = _console(stderr=True).status("evaluating")
-    with status:
-        report = run_eval(gold, db, generalisation=not dev_only, step=lambda what: status.update(what))
+    stages = 1 if dev_only or gold is not None else 3  # the dev split (or --gold), then each generalisation split
+    bar, advance = _progress(stages, "evaluating")
+    task = bar.task_ids[0]
+    with bar:
+        report = run_eval(gold, db, generalisation=not dev_only,
+                          step=lambda what: bar.update(task, description=what), advance=lambda: advance(1))
     if as_json:
         print_json(report.to_dict())
         return

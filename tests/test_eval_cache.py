@@ -1,0 +1,121 @@
+"""`retriage eval` remembers what it computed (classifier/result_cache.py) and scores in numpy: the remembered
+answers come back only for the same inputs, and the numpy figures are scikit-learn's."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from retriage.classifier import metrics, result_cache
+from retriage.classifier.dataset import load_gold
+from retriage.classifier.splits import Split
+
+LABELS = ["RE.1", "RE.2", "RE.3", "RE.4", "none"]
+
+
+def test_score_is_scikit_learns():
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 40)
+        classes = rng.sample(LABELS, rng.randint(1, 5))
+        y = [rng.choice(classes) for _ in range(n)]
+        p = [rng.choice(LABELS) for _ in range(n)]
+        s = metrics.score(y, p, LABELS)
+        present = [c for c in LABELS if c in set(y) | set(p)]
+        pr, rc, f1, support = precision_recall_fscore_support(y, p, labels=present, zero_division=0)
+        assert s.labels == present
+        assert s.macro_f1 == round(float(f1_score(y, p, labels=present, average="macro", zero_division=0)), 4)
+        assert s.accuracy == round(float(accuracy_score(y, p)), 4)
+        assert s.confusion == confusion_matrix(y, p, labels=present).tolist()
+        for i, c in enumerate(present):
+            assert s.per_class[c] == {"precision": round(float(pr[i]), 3), "recall": round(float(rc[i]), 3),
+                                      "f1": round(float(f1[i]), 3), "support": int(support[i])}
+
+
+def _bootstrap_one_round_at_a_time(y, p, labels, rounds=1000, seed=0):
+    index = {c: i for i, c in enumerate(labels)}
+    k = len(labels)
+    t, q = np.array([index[v] for v in y]), np.array([index[v] for v in p])
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(rounds):
+        i = rng.integers(0, len(t), len(t))
+        cm = np.bincount(t[i] * k + q[i], minlength=k * k).reshape(k, k)
+        tp, sup, pred = np.diag(cm), cm.sum(1), cm.sum(0)
+        present = (sup + pred) > 0
+        stats.append(np.divide(2 * tp, sup + pred, out=np.zeros(k), where=present)[present].mean())
+    lo, hi = np.quantile(stats, [0.025, 0.975])
+    return round(float(lo), 4), round(float(hi), 4)
+
+
+@pytest.mark.parametrize("n", [3, 40, 400])
+def test_bootstrap_interval_draws_as_one_round_at_a_time(n):
+    rng = random.Random(n)
+    y = [rng.choice(LABELS) for _ in range(n)]
+    p = [v if rng.random() < 0.6 else rng.choice(LABELS) for v in y]
+    assert metrics.bootstrap_interval(y, p, LABELS) == _bootstrap_one_round_at_a_time(y, p, LABELS)
+
+
+def test_remember_computes_once_per_material_and_replaces_bad_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("RETRIAGE_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def compute(value):
+        def run():
+            calls.append(value)
+            return [value]
+        return run
+
+    valid = lambda x: result_cache.is_str_list(x, 1)  # noqa: E731
+    assert result_cache.remember("t", {"a": 1}, compute("x"), valid) == ["x"]
+    assert result_cache.remember("t", {"a": 1}, compute("y"), valid) == ["x"]  # read back, not computed
+    assert result_cache.remember("t", {"a": 2}, compute("z"), valid) == ["z"]  # other material, other entry
+    assert calls == ["x", "z"]
+    entries = sorted((tmp_path / "results").glob("t-*.json"))
+    assert len(entries) == 2
+    for e in entries:  # a damaged entry, and one of the wrong shape, are computed again
+        e.write_text("{not json" if "x" in e.read_text() else json.dumps([1, 2]))
+    assert result_cache.remember("t", {"a": 1}, compute("x2"), valid) == ["x2"]
+    assert result_cache.remember("t", {"a": 2}, compute("z2"), valid) == ["z2"]
+    assert calls == ["x", "z", "x2", "z2"]
+
+
+def test_examples_material_follows_text_and_labels():
+    a, b = load_gold()[:2]
+    base = result_cache.examples_material([a, b])
+    assert base == result_cache.examples_material([a, b]) and base[0] != base[1]
+    changed = type(a)(**{**a.__dict__, "re_class": "RE.4" if a.re_class != "RE.4" else "none"})
+    assert result_cache.examples_material([changed, b])[0] != base[0]
+    retitled = type(a)(**{**a.__dict__, "title": a.title + "!"})
+    assert result_cache.examples_material([retitled])[0] != base[0]
+
+
+@pytest.mark.slow
+def test_a_refit_is_remembered_for_the_same_split_only(tmp_path, monkeypatch):
+    from retriage.classifier.generalisation import evaluate_split
+    from retriage.classifier.model import IssueClassifier
+    from retriage.classifier.snapshot_cache import shipped_embedder
+
+    monkeypatch.setenv("RETRIAGE_CACHE_DIR", str(tmp_path))
+    team = [e for e in load_gold() if e.source == "corpus"]
+    rng = random.Random(3)
+    rng.shuffle(team)
+    sp = Split("future", "a small split", team[:160], team[160:220])
+    hyper = IssueClassifier.load().meta["hyperparameters"]
+    embed = shipped_embedder()
+    first = evaluate_split(sp, embed, hyper).to_dict()
+    refits = list((tmp_path / "results").glob("refit-future-*.json"))
+    assert len(refits) == 1
+
+    def no_embedding(_views):
+        raise AssertionError("a remembered split embedded again")
+
+    assert evaluate_split(sp, no_embedding, hyper).to_dict() == first
+    moved = Split("future", "a small split", team[:159], team[160:220])  # one training issue fewer
+    evaluate_split(moved, embed, hyper)
+    assert len(list((tmp_path / "results").glob("refit-future-*.json"))) == 2
