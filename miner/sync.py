@@ -245,7 +245,7 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
         url = _listing_start(listing, repo, client, cursor, exact=False)
     url = url or _listing_start(listing, repo, client, cursor, exact=not known)
     seen: dict = {}       # key -> updated_at of every item listed in this run
-    largest = 0           # the longest page seen: the server's page size
+    largest = 0           # the longest page seen: the server's page size, if it caps per_page
     pages, max_pages = 0, max_pages or MAX_PAGES
     reach = cursor        # how far the current pass has listed: what a stop here can resume from
     start = cursor - SINCE_OVERLAP if cursor is not None and cursor > BEGINNING + SINCE_OVERLAP else BEGINNING
@@ -300,7 +300,8 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
                 reach = max((c for c in (reach, newest) if c is not None), default=None)
                 largest = max(largest, len(rows))
                 last = page.next_url is None
-                full = largest > 0 and len(rows) >= min(client.per_page, largest)
+                # full: as long as asked for, or (servers may cap per_page) as long as the longest page of several
+                full = len(rows) >= client.per_page or (pages > 1 and len(rows) >= largest > 0)
                 settled = last and recheck is None and not full
                 here = client.redact(url)
                 stored_etag = (f"{page.etag}\n{here}" if page.etag and here == url else None) if settled \
