@@ -1,9 +1,9 @@
 """Benchmark the miner: sync the whole corpus through the local GitHub server (tests/github_server.py, its own
 process, a few ms of added latency per request), then sync again with nothing changed.
 
-Prints issues, comments, requests, requests per issue, wall seconds, the target ⌈issues/100⌉ + ⌈comments/100⌉
-plus a handful, the request count of the unchanged second sync, and the seconds_between_requests used (0 by
-default: the benchmark measures the tool's own overhead; real runs keep a gap, see `retriage mine --request-gap`).
+Prints issues, comments, requests, requests per issue, wall seconds, the bound for a first sync (per
+repository ⌈issues/100⌉ + ⌈comments/100⌉ + at most one more) and how far under or over it the requests were,
+the request count of the unchanged second sync, and the seconds_between_requests used (0, as `retriage mine`).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
         server.wait(timeout=10)
 
     floor = math.ceil(issues / 100) + math.ceil(comments / 100)
+    bound = sum(math.ceil(v["issues"] / 100) + math.ceil(v["comments"] / 100) + 1 for v in served.values())
     figures = {
         "repositories": len(repos),
         "issues": issues, "pull_requests": prs, "comments": comments, "fix_links": links,
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_seconds": round(wall, 2),
         "target": f"⌈{issues}/100⌉ + ⌈{comments}/100⌉ = {floor}, plus a handful",
         "requests_over_floor": client.requests - floor,
+        "bound": bound,
+        "within_bound": client.requests <= bound,
         "second_sync_requests": again.requests,
         "second_sync_statuses": sorted({r.status for r in second}),
         "second_sync_seconds": round(wall2, 2),
@@ -100,6 +103,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"requests per issue         {figures['requests_per_issue']}")
         print(f"wall seconds               {figures['wall_seconds']}")
         print(f"target                     {figures['target']} (used {figures['requests_over_floor']} over)")
+        print(f"bound                      {bound} (per repository ⌈issues/100⌉ + ⌈comments/100⌉ + 1): "
+              f"{client.requests} requests, {'within' if figures['within_bound'] else 'OVER'}")
         print(f"second, unchanged sync     {again.requests} requests ({len(repos)} repositories, "
               f"{'/'.join(figures['second_sync_statuses'])}, {figures['second_sync_seconds']} s)")
         print(f"latency added per request  {args.latency * 1000:.0f} ms")

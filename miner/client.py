@@ -9,7 +9,11 @@ GitHub documents them:
 - 5xx, connection errors and truncated or invalid JSON: retry with capped exponential backoff, then give up
   with a GitHubError.
 - Every wait is bounded by `RetryPolicy.max_wait` (longer: a GitHubError that says when to come back) and
-  reported tick by tick through `on_wait(seconds_left, reason)`.
+  reported tick by tick through `on_wait(seconds_left, reason)`. `retry-after` may be seconds or an HTTP date.
+- Every request has a total deadline (`RetryPolicy.deadline`, connect to last byte): a reply trickling a byte
+  at a time is cut there and retried like a broken connection.
+- A host that was never reached (refused, unknown name, connect timeout) fails at once: no retries.
+- Rate-limit headers that are not one number (duplicated: "4000, 0") are ignored, never an error.
 
 The token is read from GH_TOKEN, else GITHUB_TOKEN (as gh does); it only ever lives in the Authorization header. Messages
 this module makes are passed through `redact`, so not even a server echoing it back puts it in an error.
@@ -17,6 +21,7 @@ this module makes are passed through `redact`, so not even a server echoing it b
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import os
@@ -36,7 +41,7 @@ WaitCallback = Callable[[float, str], None]
 class GitHubError(Exception):
     """A request that failed for good; the message is one safe line (no token). `kind`: "auth" (bad
     credentials), "rate_limit" (limited for longer than we wait), "unavailable" (server or network kept failing),
-    "refused" (any other answer: not found, forbidden, invalid)."""
+    "unreachable" (the host never answered), "refused" (any other answer: not found, forbidden, invalid)."""
 
     def __init__(self, message: str, status: int | None = None, kind: str = "refused"):
         super().__init__(message)
@@ -46,12 +51,12 @@ class GitHubError(Exception):
     @property
     def affects_all(self) -> bool:
         """Every other repository would fail the same way now."""
-        return self.kind in ("auth", "rate_limit")
+        return self.kind in ("auth", "rate_limit", "unreachable")
 
     @property
     def retryable(self) -> bool:
         """A later run may well succeed."""
-        return self.kind in ("rate_limit", "unavailable")
+        return self.kind in ("rate_limit", "unavailable", "unreachable")
 
 
 class RequestBudgetExhausted(Exception):
@@ -68,6 +73,9 @@ class RetryPolicy:
     max_wait: float = 3900.0        # no single wait longer than this (primary limits reset within the hour)
     reset_margin: float = 1.0       # seconds added after x-ratelimit-reset
     tick: float = 1.0               # how often on_wait hears the countdown
+    connect_timeout: float = 3.0    # seconds to open a connection
+    read_timeout: float = 30.0      # seconds of silence while reading
+    deadline: float = 60.0          # seconds for a whole request, connect to last byte
 
 
 @dataclass
@@ -102,6 +110,51 @@ def next_link(link_header: str | None) -> str | None:
     return None
 
 
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """`retry-after` as seconds: a number of seconds or an HTTP date (RFC 9110), the first of duplicates; None if
+    neither."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value.split(",")[0]))
+    except ValueError:
+        pass
+    m = re.match(r"\s*([^,]*,[^,]*)", value)  # "Wed, 21 Oct 2015 07:28:00 GMT" (and whatever follows)
+    try:
+        when = email.utils.parsedate_to_datetime(m.group(1) if m else value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _never_connected(e: Exception) -> bool:
+    """A connection error from before any byte was exchanged: refused, unknown host, connect timeout."""
+    import requests
+
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    text = repr(e)
+    return any(s in text for s in ("NewConnectionError", "NameResolutionError", "Connection refused",
+                                   "Name or service not known", "No route to host", "Network is unreachable",
+                                   "nodename nor servname"))
+
+
+def _cause(e: Exception) -> str:
+    import requests
+
+    text = repr(e)
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return "connect timed out"
+    for needle, said in (("Connection refused", "connection refused"), ("NameResolutionError", "unknown host"),
+                         ("Name or service not known", "unknown host"), ("No route to host", "no route to host"),
+                         ("Network is unreachable", "network unreachable")):
+        if needle in text:
+            return said
+    return "no connection"
+
+
 def _one_line(text: str, limit: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -111,10 +164,12 @@ class GitHubClient:
     """GET pages from the GitHub REST API with bounded, reported waits and a request budget."""
 
     def __init__(self, base_url: str = DEFAULT_BASE_URL, token: str | None = None,
-                 policy: RetryPolicy | None = None, seconds_between_requests: float = 0.25,
+                 policy: RetryPolicy | None = None, seconds_between_requests: float = 0.0,
                  max_requests: int | None = None, on_wait: WaitCallback | None = None,
-                 timeout: int = 30, per_page: int = 100):
+                 per_page: int = 100):
         from github import Auth, Github  # heavy: only when a client is made
+
+        from retriage.miner import transport
 
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -128,20 +183,28 @@ class GitHubClient:
         self.on_wait = on_wait
         self.per_page = per_page
         self.requests = 0
+        self.answered = 0               # requests that got an HTTP answer (any status)
         self._secondary_hits = 0
         self.rate_remaining: int | None = None
         self.rate_limit: int | None = None
         self.rate_reset: int | None = None
         self._gh = Github(auth=Auth.Token(token) if token else None, base_url=self.base_url, per_page=per_page,
-                          retry=None, timeout=timeout, seconds_between_requests=seconds_between_requests or None,
-                          user_agent=USER_AGENT)
+                          retry=None, timeout=int(self.policy.read_timeout),
+                          seconds_between_requests=seconds_between_requests or None, user_agent=USER_AGENT)
         self._requester = self._gh.requester
+        transport.install(self._requester, self.policy.deadline, self.policy.connect_timeout,
+                          self.policy.read_timeout)
 
     def close(self) -> None:
         self._gh.close()
 
     def redact(self, text: str) -> str:
         return text.replace(self._token, "***") if self._token else text
+
+    @property
+    def host(self) -> str:
+        scheme, host, port = self._origin
+        return f"{scheme}://{host}" + (f":{port}" if port else "")
 
     # -- one GET, with the whole retry policy ------------------------------------------------------------------
     def get(self, url: str, params: dict | None = None, etag: str | None = None) -> Page:
@@ -156,7 +219,10 @@ class GitHubClient:
             if self.max_requests is not None and self.requests >= self.max_requests:
                 raise RequestBudgetExhausted(f"stopped after {self.requests} requests (--max-requests)")
             self.requests += 1
-            outcome = self._attempt(url, params, dict(headers))
+            try:
+                outcome = self._attempt(url, params, dict(headers))
+            except GitHubError as e:  # whatever the server put in it, never the token
+                raise GitHubError(self.redact(str(e)), e.status, e.kind) from None
             if isinstance(outcome, Page):
                 self._secondary_hits = 0
                 return outcome
@@ -178,12 +244,22 @@ class GitHubClient:
         """One request. Raises GitHubError for answers that retrying cannot fix."""
         import requests
 
+        from retriage.miner.transport import DeadlineExceeded
+
         try:
             status, resp_headers, body = self._requester.requestJson("GET", url, parameters=params, headers=headers)
+        except DeadlineExceeded:
+            return _Retry(f"no complete answer from {self._where(url)} within {self.policy.deadline:g} s")
+        except requests.exceptions.ConnectionError as e:
+            if self.answered == 0 and _never_connected(e):
+                raise GitHubError(f"cannot reach {self.host} ({_cause(e)}): check the network or --base-url",
+                                  kind="unreachable") from None
+            return _Retry(f"connection failed ({type(e).__name__})")
         except (requests.exceptions.RequestException, http.client.HTTPException, OSError) as e:
             return _Retry(f"connection failed ({type(e).__name__})")
         except RuntimeError as e:  # PyGithub: a redirect to another host or scheme
             raise GitHubError(self.redact(_one_line(str(e)))) from None
+        self.answered += 1
         self._note_rate(resp_headers)
         if status == 304:
             return Page(304, None, resp_headers.get("etag") or headers.get("If-None-Match"), None)
@@ -208,13 +284,10 @@ class GitHubClient:
         raise GitHubError(self.redact(f"{status} from {self._where(url)}: {message}"), status)
 
     def _rate_limit_wait(self, status: int, headers: dict, message: str) -> _Retry | None:
-        retry_after = headers.get("retry-after")
+        retry_after = retry_after_seconds(headers.get("retry-after"))
         if retry_after is not None:
-            try:
-                return _Retry(f"{status}: asked to retry after {retry_after} s", max(0.0, float(retry_after)))
-            except ValueError:
-                pass
-        if headers.get("x-ratelimit-remaining") == "0":
+            return _Retry(f"{status}: asked to retry after {retry_after:.0f} s", retry_after)
+        if headers.get("x-ratelimit-remaining", "").strip() == "0":
             return _Retry("rate limit exhausted", self._until_reset())
         if status == 429 or "rate limit" in message.lower():
             self._secondary_hits += 1
@@ -274,7 +347,7 @@ class GitHubClient:
 
     def _where(self, url: str) -> str:
         path = urlsplit(url).path if not url.startswith("/") else url.split("?")[0]
-        return path
+        return self.redact(path)
 
     @staticmethod
     def _message(body: str) -> str:

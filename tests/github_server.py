@@ -20,9 +20,15 @@ gives a group of issues the same `updated_at` (ties across page boundaries), and
 into a pull request whose body says which issue it fixes (`expected_links()` is the truth for those).
 
 Tests change the data between runs (`edit_issue`, `add_issue`, `add_comment`, `edit_comment`; every change
-moves a server clock that starts after the newest record), read the request log (`log`), and inject faults
-(`inject`): a primary rate limit (403, remaining 0, reset a moment ahead), a secondary one (403), 429 with
-retry-after, 502, a connection reset, a truncated JSON body and a body shorter than its Content-Length.
+moves a server clock that starts after the newest record) or during one (`after_request(n, fn)` calls fn once
+the n-th request is answered), read the request log (`log`), and inject faults (`inject`): a primary rate limit
+(403, remaining 0, reset a moment ahead), a secondary one (403), 429 with retry-after (seconds or an HTTP date),
+502, a connection reset, a truncated JSON body, a body shorter than its Content-Length, an answer trickled a
+byte every `interval` seconds, a `next` link back to the page itself (loop), the rate-limit headers sent twice
+("4000, 0") and a `next` link whose path holds the token the client sent (echo_token).
+
+`page_links=True` makes `next` links page offsets (`page=N`, as api.github.com gives for issue listings), which
+shift when an item listed earlier is edited; by default they are `after` cursors, which do not.
 
 Run `python tests/github_server.py --latency 0.003` to serve the whole corpus; it prints the base URL, then a JSON
 line with the number of issues and comments per repository.
@@ -36,6 +42,7 @@ import bisect
 import functools
 import gzip
 import hashlib
+import io
 import itertools
 import json
 import math
@@ -57,7 +64,8 @@ if not CORPUS.is_dir():  # no ../shared beside the checkout: the identical copy 
 CORPUS_FILES = {"vllm-project/vllm": "vllm", "sgl-project/sglang": "sglang", "ggml-org/llama.cpp": "llama_cpp"}
 FORMER_NAMES = {"ggml-org/llama.cpp": "ggerganov/llama.cpp"}
 EPOCH0 = "1970-01-01T00:00:00Z"
-FAULT_KINDS = ("ratelimit", "secondary", "429", "502", "reset", "truncated", "short_read")
+FAULT_KINDS = ("ratelimit", "secondary", "429", "502", "reset", "truncated", "short_read", "trickle", "loop",
+               "dup_header", "echo_token")
 _PHRASES = (
     "Thanks for the report, I can reproduce this.", "Which version are you running?",
     "Still happens on the latest main.", "Could you share the full stack trace?",
@@ -95,7 +103,8 @@ class Fault:
     skip: int = 0           # let this many matching requests through first
     times: int = 1          # then fail this many
     reset_in: float = 1.5   # ratelimit: seconds until x-ratelimit-reset
-    retry_after: int = 1    # 429
+    retry_after: int | str = 1  # 429: seconds, or an HTTP date
+    interval: float = 2.0   # trickle: seconds between the bytes of the answer
 
 
 class RepoData:
@@ -262,8 +271,11 @@ class GitHubServer:
     def __init__(self, repos: list[str] | None = None, limit_per_repo: int | None = None,
                  token: str | None = None, max_per_page: int = 100, page_cap: int = 100,
                  latency: float = 0.0, rate_limit: int = 5000, anonymous_rate_limit: int = 60,
-                 since_inclusive: bool = True, corpus: Path = CORPUS):
+                 since_inclusive: bool = True, corpus: Path = CORPUS, page_links: bool = False):
         self.token = token
+        self.page_links = page_links
+        self._hooks: list[tuple[int, object]] = []
+        self._answered = 0
         self.max_per_page = max_per_page
         self.page_cap = page_cap
         self.latency = latency
@@ -326,6 +338,19 @@ class GitHubServer:
         with self._lock:
             return set(self.data[repo].links)
 
+    def after_request(self, n: int, fn) -> None:
+        """Call fn() once the n-th request from now has been answered (to change data in the middle of a sync)."""
+        with self._lock:
+            self._hooks.append((self._answered + n, fn))
+
+    def _answered_one(self) -> None:
+        with self._lock:
+            self._answered += 1
+            due = [fn for n, fn in self._hooks if n == self._answered]
+            self._hooks = [(n, fn) for n, fn in self._hooks if n > self._answered]
+        for fn in due:
+            fn()
+
     def clear_log(self) -> None:
         with self._lock:
             self.log.clear()
@@ -345,6 +370,14 @@ class GitHubServer:
             if fields.get("state") == "closed":
                 issue["closed_at"] = issue["updated_at"]
             return dict(issue)
+
+    def edit_issues(self, repo: str, numbers, **fields) -> str:
+        """Edit many issues in one second (a bulk relabel): they all get the same updated_at, which is returned."""
+        with self._lock:
+            now = self.tick()
+            for number in numbers:
+                self.data[repo].issues[number].update(fields, updated_at=now)
+            return now
 
     def add_issue(self, repo: str, title: str, body: str = "", fixes: int | None = None) -> dict:
         """A new issue, or with `fixes` a new pull request saying `Fixes #fixes`."""
@@ -489,7 +522,10 @@ class GitHubServer:
                                     "please use cursor based pagination (after/before)"}, {}
         base = {k: v for k, v in params.items() if k not in ("page", "after")}
         links = []
-        if last_key is not None:
+        if last_key is not None and self.page_links and "after" not in params:
+            page = int(params.get("page") or 1)
+            links.append(f'<{self.base_url}{path}?{urlencode({**base, "page": page + 1})}>; rel="next"')
+        elif last_key is not None:
             cursor = base64.urlsafe_b64encode(json.dumps(list(last_key)).encode()).decode()
             links.append(f'<{self.base_url}{path}?{urlencode({**base, "after": cursor})}>; rel="next"')
             if pages is not None and pages <= self.page_cap:
@@ -575,6 +611,14 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {**gh._rate_headers(authed, count=True), **extra}
         if status == 200:
             headers["etag"] = etag
+        twist = getattr(self, "_twist", None)
+        self._twist = None
+        if twist == "loop" and status == 200:  # the next page is this page, again
+            headers["link"] = f'<{gh.base_url}{self.path}>; rel="next"'
+        elif twist == "echo_token" and status == 200:  # a next link that puts the client's token in a path
+            headers["link"] = f'<{gh.base_url}/repos/{auth.split(" ", 1)[-1]}/x/issues?page=2>; rel="next"'
+        elif twist == "dup_header":
+            self._duplicate = {"x-ratelimit-remaining": "0"}
         self._send(entry, status, payload, headers)
 
     def _matches(self, etag: str) -> bool:
@@ -607,14 +651,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
+        elif fault.kind == "trickle":
+            self._trickle = fault.interval
+            return False
+        elif fault.kind in ("loop", "echo_token", "dup_header"):
+            self._twist = fault.kind
+            return False
         else:  # truncated / short_read: the normal answer, cut
             self._cut = fault.kind
             return False
         return True
 
     def _send(self, entry: dict, status: int, body, headers: dict[str, str]) -> None:
+        try:
+            self._send_answer(entry, status, body, headers)
+        finally:
+            self.server.github._answered_one()  # type: ignore[attr-defined]
+
+    def _send_answer(self, entry: dict, status: int, body, headers: dict[str, str]) -> None:
         payload = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
         entry["status"] = status
+        trickle = getattr(self, "_trickle", None)
+        self._trickle = None
+        if trickle:  # the whole answer, status line first, is written here, then sent one byte at a time
+            real, self.wfile = self.wfile, io.BytesIO()
         cut = getattr(self, "_cut", None)
         self._cut = None
         length = len(payload)
@@ -630,9 +690,19 @@ class _Handler(BaseHTTPRequestHandler):
         if cut == "short_read" and status == 200:
             self.send_header("connection", "close")
             self.close_connection = True
+        for k, v in (getattr(self, "_duplicate", None) or {}).items():  # the same header a second time
+            self.send_header(k, v)
+        self._duplicate = None
         self.end_headers()
         if status != 304:
             self.wfile.write(payload)
+        if trickle:
+            answer, self.wfile = self.wfile.getvalue(), real
+            self.close_connection = True
+            for i in range(len(answer)):
+                self.wfile.write(answer[i:i + 1])
+                self.wfile.flush()
+                time.sleep(trickle)
 
 
 def main(argv: list[str] | None = None) -> None:

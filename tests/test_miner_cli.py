@@ -129,3 +129,40 @@ def test_max_requests_stops_cleanly(tmp_path, server, assert_store_matches):
     con = duckdb.connect(str(db), read_only=True)
     assert_store_matches(con, server, VLLM)
     con.close()
+
+
+def test_unreachable_host_fails_fast_in_one_line_without_a_tick(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    run = retriage("mine", "--base-url", f"http://127.0.0.1:{port}", "--db", tmp_path / "o.duckdb",
+                   "--max-requests", "2")
+    assert time.monotonic() - started < 5
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"retriage: error: {VLLM}: cannot reach http://127.0.0.1:{port} (connection refused): check the network "
+        f"or --base-url (cursor kept: run again to resume)")
+    assert "✓" not in run.stderr and "✓" not in run.stdout
+    assert run.stdout.count("skipped") == 3
+
+
+def test_max_requests_that_fetched_nothing_exits_non_zero(tmp_path, server):
+    server.inject("502", path="/issues", times=5)
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", tmp_path / "n.duckdb",
+                   "--max-requests", "1")
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "retriage: error: stopped at --max-requests 1 before any page was fetched: nothing stored")
+    assert "everything fetched is stored" not in run.stdout
+
+
+def test_waits_are_logged_when_stderr_is_not_a_terminal(tmp_path, server):
+    server.inject("429", path="/issues", skip=1, retry_after=1)
+    run = retriage("mine", "vllm", "--no-comments", "--base-url", server.base_url, "--db", tmp_path / "w.duckdb")
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.startswith("retriage mine: ")]
+    assert lines == [f"retriage mine: {VLLM}: waiting 1 s: 429: asked to retry after 1 s"]

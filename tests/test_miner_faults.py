@@ -76,7 +76,7 @@ def test_persistent_fault_fails_clearly_with_the_cursor_intact(tmp_path, server,
     assert result.error.startswith(message) and "\n" not in result.error
     assert sync.load_state(con, REPO, "issues").status == "complete"
     state = assert_prefix_stored(con, server, "comments")
-    assert state.status.startswith("failed: ") and state.etag is None
+    assert state.status.startswith("failed: ") and state.etag.startswith(sync.UNVERIFIED)
     assert con.execute("SELECT count(*) FROM comments").fetchone()[0] == 40  # the two pages before the fault
     server._faults.clear()
     server.clear_log()
@@ -127,3 +127,106 @@ def test_unknown_repository_fails_alone(tmp_path, server, miner_client, assert_s
     assert [r.status for r in results] == ["failed", "complete"]
     assert results[0].error == "404 not found: /repos/nobody/nothing/issues (no such repository, or no access)"
     assert_store_matches(con, server, REPO)
+
+
+def test_a_trickling_answer_is_cut_at_the_deadline_and_retried(tmp_path, server, miner_client,
+                                                               assert_store_matches):
+    """One byte every 0.3 s never trips a read timeout (silence between bytes); the total deadline cuts it."""
+    from retriage.miner.client import RetryPolicy
+
+    server.inject("trickle", path="/issues/comments", skip=1, interval=0.3)
+    policy = RetryPolicy(attempts=4, backoff_base=0.01, backoff_cap=0.05, tick=0.05, max_wait=5.0,
+                         read_timeout=1, deadline=1.5)
+    con = connect(tmp_path / "m.duckdb")
+    started = time.monotonic()
+    (result,), waits = run(con, miner_client(server, token=TOKEN, policy=policy))
+    assert result.status == "complete", result.error
+    assert time.monotonic() - started < 10
+    assert any(r.startswith("no complete answer from /repos/sgl-project/sglang/issues/comments within 1.5 s")
+               for _, r in waits), waits
+    faulty = next(i for i, e in enumerate(server.log) if e["fault"] == "trickle")
+    assert server.log[faulty + 1]["t"] - server.log[faulty]["t"] < 2.5  # cut at the deadline, not later
+    assert_store_matches(con, server, REPO)
+
+
+def test_a_next_link_back_to_the_same_page_ends_the_listing_in_one_line(tmp_path, server, miner_client):
+    server.inject("loop", path="/issues", times=1000)
+    con = connect(tmp_path / "m.duckdb")
+    (result,), _ = run(con, miner_client(server, token=TOKEN))
+    assert result.status == "failed"
+    assert result.error.startswith("issues listing stopped: the server's next link repeats a page already "
+                                   "fetched (/repos/sgl-project/sglang/issues")
+    assert "\n" not in result.error
+    assert len([e for e in server.log if e["path"].endswith("/issues")]) == 1  # never asked twice
+    assert_prefix_stored(con, server, "issues")
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 20
+
+
+def test_a_page_cap_ends_a_listing_in_one_line_and_the_next_run_continues(tmp_path, server, miner_client,
+                                                                         assert_store_matches, monkeypatch):
+    monkeypatch.setattr(sync, "MAX_PAGES", 2)
+    con = connect(tmp_path / "m.duckdb")
+    (result,), _ = run(con, miner_client(server, token=TOKEN))
+    assert result.status == "failed" and result.retryable
+    assert result.error == "issues listing stopped after 2 pages in one run (page cap)"
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 40
+    monkeypatch.setattr(sync, "MAX_PAGES", 1000)
+    (result,), _ = run(con, miner_client(server, token=TOKEN))
+    assert result.status == "complete"
+    assert_store_matches(con, server, REPO)
+
+
+def test_an_unreachable_host_fails_at_once_for_every_repository(tmp_path, miner_client):
+    import socket
+    from types import SimpleNamespace
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    con = connect(tmp_path / "m.duckdb")
+    started = time.monotonic()
+    client = miner_client(SimpleNamespace(base_url=f"http://127.0.0.1:{port}"), token=TOKEN)
+    results, waits = run(con, client, repos=(REPO, OTHER))
+    assert time.monotonic() - started < 5
+    assert [r.status for r in results] == ["failed", "skipped"]
+    assert results[0].error == (f"cannot reach http://127.0.0.1:{port} (connection refused): check the network "
+                                f"or --base-url")
+    assert client.requests == 1 and not waits
+
+
+def test_retry_after_as_an_http_date_is_waited_out(tmp_path, server, miner_client, assert_store_matches):
+    from email.utils import formatdate
+
+    server.inject("429", path="/issues", skip=1, retry_after=formatdate(time.time() + 2, usegmt=True))
+    con = connect(tmp_path / "m.duckdb")
+    (result,), waits = run(con, miner_client(server, token=TOKEN))
+    assert result.status == "complete"
+    reasons = {r for _, r in waits}
+    assert any(r.startswith("429: asked to retry after") for r in reasons), reasons
+    assert "secondary rate limit" not in reasons  # not read as a secondary limit of unknown length
+    faulty = next(i for i, e in enumerate(server.log) if e["fault"])
+    assert 0.5 <= server.log[faulty + 1]["t"] - server.log[faulty]["t"] < 4
+    assert_store_matches(con, server, REPO)
+
+
+def test_a_duplicated_rate_limit_header_is_tolerated(tmp_path, server, miner_client, assert_store_matches):
+    server.inject("dup_header", path="/issues", times=3)
+    con = connect(tmp_path / "m.duckdb")
+    client = miner_client(server, token=TOKEN)
+    (result,), waits = run(con, client)
+    assert result.status == "complete", result.error
+    assert not waits  # "4000, 0" is not read as exhausted
+    assert client.rate_remaining is not None and client.rate_remaining > 0  # the good headers still count
+    assert_store_matches(con, server, REPO)
+
+
+def test_a_token_echoed_back_in_a_path_is_redacted_everywhere(tmp_path, server, miner_client):
+    server.inject("echo_token", path="/issues")
+    con = connect(tmp_path / "m.duckdb")
+    (result,), waits = run(con, miner_client(server, token=TOKEN))
+    assert result.status == "failed"
+    assert any(TOKEN in e["path"] for e in server.log)  # the server did put it in a path we asked for
+    assert result.error == "404 not found: /repos/***/x/issues (no such repository, or no access)"
+    stored = [str(v) for row in con.execute("SELECT * FROM sync_state").fetchall() for v in row]
+    assert stored and not any(TOKEN in v for v in stored)
+    assert "404 not found: /repos/***/x/issues" in sync.load_state(con, REPO, "issues").status

@@ -21,8 +21,13 @@ NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticate
                  f"60 requests an hour")
 
 
+MARKS = {"complete": "[green]✓[/]", "unchanged": "[green]✓[/]", "failed": "[red]✗[/]", "stopped": "[yellow]■[/]",
+         "skipped": "[dim]-[/]"}
+
+
 class MineView:
-    """Rich progress on stderr, one line per repository: items stored, requests, rate limit left, waits."""
+    """Rich progress on stderr, one line per repository: items stored, requests, rate limit left, waits. Without
+    a terminal (cron, CI) each wait is also one log line, as the live countdown is not shown there."""
 
     def __init__(self, repos: list[str], client):
         from rich.console import Console
@@ -30,11 +35,14 @@ class MineView:
 
         self.console = Console(stderr=True)
         self.client = client
-        self.progress = Progress(SpinnerColumn(finished_text="✓"), TextColumn("[bold]{task.description:<19}"),
-                                 TextColumn("{task.fields[detail]}"), console=self.console)
-        self.tasks = {repo: self.progress.add_task(repo, total=1, start=False, detail="waiting") for repo in repos}
+        self.progress = Progress(SpinnerColumn(finished_text=" "), TextColumn("{task.fields[mark]}"),
+                                 TextColumn("[bold]{task.description:<19}"), TextColumn("{task.fields[detail]}"),
+                                 console=self.console)
+        self.tasks = {repo: self.progress.add_task(repo, total=1, start=False, detail="waiting", mark=" ")
+                      for repo in repos}
         self.current = None        # the RepoResult being synced
         self.requests_seen = 0     # client.requests when it last reported
+        self.in_wait = False       # a wait is being counted down
 
     def __enter__(self) -> "MineView":
         self.progress.start()
@@ -62,13 +70,18 @@ class MineView:
             self.progress.start_task(task)
             self.current = result
         if result.status not in ("running", "pending"):
-            self.progress.update(task, completed=1)
+            self.progress.update(task, completed=1, mark=MARKS.get(result.status, " "))
             self.progress.stop_task(task)
         self.requests_seen = self.client.requests
         self.progress.update(task, detail=self._line(result))
 
     def waiting(self, seconds_left: float, reason: str) -> None:
         """A countdown on the current repository's line (the client calls this every tick of a wait)."""
+        if seconds_left > 0 and not self.in_wait and not self.console.is_terminal:
+            where = f"{self.current.repo}: " if self.current is not None else ""
+            self.console.print(f"retriage mine: {where}waiting {seconds_left:.0f} s: {reason}", markup=False,
+                               highlight=False, soft_wrap=True)
+        self.in_wait = seconds_left > 0
         if self.current is None:
             return
         detail = self._line(self.current, self.client.requests - self.requests_seen)
@@ -108,6 +121,10 @@ def _summary_table(results):
     return t
 
 
+def _fetched_any(results) -> bool:
+    return any(r.issues.pages or r.comments.pages or r.issues.not_modified for r in results)
+
+
 def _print_summary(results, client, summary: dict, max_requests: int | None) -> None:
     out = console()
     out.print(_summary_table(results))
@@ -118,7 +135,7 @@ def _print_summary(results, client, summary: dict, max_requests: int | None) -> 
     out.print(line)
     if summary["since_ignored"]:
         out.print("--since applies to a first sync only: repositories with a cursor continued from it")
-    if summary["stopped"]:
+    if summary["stopped"] and _fetched_any(results):
         out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue")
 
 
@@ -133,7 +150,8 @@ def mine(
     max_requests: Optional[int] = typer.Option(
         None, "--max-requests", min=1, help="Stop cleanly after N requests; the next run continues from there."),
     request_gap: float = typer.Option(
-        0.25, "--request-gap", min=0.0, help="Seconds between requests (GitHub asks for serial requests)."),
+        0.0, "--request-gap", min=0.0,
+        help="Seconds between requests (default none: requests are serial, and rate limits are waited out)."),
     as_json: bool = Json,
     db: Optional[str] = Db,
 ):
@@ -168,3 +186,5 @@ def mine(
     if failed:
         resume = " (cursor kept: run again to resume)" if any(r.retryable for r in failed) else ""
         raise UserError("; ".join(f"{r.repo}: {r.error}" for r in failed) + resume)
+    if summary["stopped"] and not _fetched_any(results):
+        raise UserError(f"stopped at --max-requests {max_requests} before any page was fetched: nothing stored")
