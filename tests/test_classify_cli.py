@@ -25,10 +25,10 @@ TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}
 
 # The documented --json shape (README, "classify").
-TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence", "abstained",
-            "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes", "model_version",
-            "fast_path"}
-FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line"}
+TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "class_source", "class_rule", "model_class",
+            "component", "component_confidence", "abstained", "fixes", "evidence", "similar", "exception", "frames",
+            "disagreement", "environment", "notes", "model_version", "fast_path"}
+FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line", "values"}
 SIMILAR_KEYS = {"repo", "number", "title", "state", "score", "html_url", "known_fix"}
 
 
@@ -102,9 +102,13 @@ def test_classify_file_per_engine(engine, labeled_db):
     check_shape(out)
     assert out["engine"] == engine and "signal" in out["engine_reason"]
     rule = RULES[entry["expect_rule"]]
-    assert out["fixes"][0]["id"] == rule.id and out["fixes"][0]["steps"] == rule.steps_for(engine)
-    assert out["fixes"][0]["line"].strip()[:400] in out["evidence"]
-    assert (out["disagreement"] is None) == (out["re_class"] == rule.re_class)
+    fix = out["fixes"][0]
+    assert fix["id"] == rule.id and fix["steps"] == rule.steps_for(engine, fix["values"])
+    assert fix["line"].strip()[:400] in out["evidence"]
+    # one verdict: the rule's class when it decided, else the model's; a line says why when they differ
+    decided = rule.re_class if out["class_source"] == "rule" else out["model_class"]["re_class"]
+    assert out["re_class"] == decided
+    assert (out["disagreement"] is None) == (out["model_class"]["re_class"] == rule.re_class)
     assert len(out["similar"]) == 5
     scores = [s["score"] for s in out["similar"]]
     assert scores == sorted(scores, reverse=True)
@@ -124,7 +128,7 @@ def test_engine_override_changes_the_steps():
     assert out["engine"] == "sglang" and "--engine" in out["engine_reason"]
     rule = RULES[entry["expect_rule"]]
     if "sglang" in rule.engines:
-        assert out["fixes"][0]["steps"] == rule.steps_for("sglang")
+        assert out["fixes"][0]["steps"] == rule.steps_for("sglang", out["fixes"][0]["values"])
     else:
         assert rule.id not in [f["id"] for f in out["fixes"]]
     bad = run_cli("classify", str(TRACES / entry["file"]), "--engine", "no-such-engine")
