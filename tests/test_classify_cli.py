@@ -268,3 +268,40 @@ def test_bad_input_with_a_database_is_one_line_and_exit_2(name, labeled_db):
     assert proc.returncode == 2, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("retriage: error:"), stderr
+
+
+# ---- issue 13: today's messages, one verdict, this engine's text -----------------------------------------------------
+def test_v1_kv_budget_quotes_the_estimate_from_the_log():
+    out = classify_json(str(TRACES / "vllm_v1_kv_budget_models_1.txt"), "--similar", "0")
+    check_shape(out)
+    fix = out["fixes"][0]
+    assert fix["id"] == "vllm-maxlen-gt-kv-capacity" and fix["values"]["max_len"] == "5632"
+    assert "`--max-model-len 5632`" in fix["steps"][0]
+    assert out["re_class"] == "RE.1" and out["environment"] is None
+
+
+def test_trtllm_log_shows_only_trtllm_advice_at_80_columns():
+    proc = run_cli("classify", str(TRACES / "trtllm_oom_runtime_buffers.txt"), "--similar", "0",
+                   env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "TensorRT-LLM" in text and "kv_cache_free_gpu_memory_fraction" in text
+    for other in ("vLLM", "SGLang", "--gpu-memory-utilization", "--mem-fraction-static", "vllm-project",
+                  "sgl-project"):
+        assert other not in text, other
+    assert not re.search(r"\d\. \(\d\)", text)
+    lines = text.splitlines()
+    assert all(len(ln) <= 80 for ln in lines if ln.startswith(("╭", "│", "╰")))
+    sources = [ln.split("source: ", 1)[1] for ln in lines if ln.startswith("source: ")]
+    assert sources and all(s.startswith("https://github.com/NVIDIA/TensorRT-LLM/") for s in sources)
+
+
+@pytest.mark.parametrize("name, cls", [("holdout/torch_container_shm_plain_h2.txt", "RE.1"),
+                                       ("vllm_container_shm_1.txt", "RE.3")])
+def test_dev_shm_class_and_fix_agree(name, cls):
+    """A plain /dev/shm error in a container is RE.1; under tensor parallel it is RE.3; the fix is --ipc=host."""
+    out = classify_json(str(TRACES / name), "--similar", "0")
+    assert out["fixes"][0]["tag"] == "ipc_host" and any("--ipc=host" in s for s in out["fixes"][0]["steps"])
+    assert out["re_class"] == cls
+    if out["model_class"]["re_class"] != cls:
+        assert out["disagreement"] and "\n" not in out["disagreement"]

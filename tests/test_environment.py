@@ -86,3 +86,15 @@ def test_bf16_request():
     assert environment.asks_for_bf16("dtype=torch.bfloat16, max_seq_len=4096")
     assert environment.asks_for_bf16("vllm serve m --dtype bfloat16")
     assert not environment.asks_for_bf16("dtype=torch.float16")
+
+
+def test_bf16_on_a_pre_ampere_gpu_adds_the_dtype_fix():
+    from retriage.triage.classify import _environment_fixes
+
+    text = NVIDIA_SMI.replace("NVIDIA H100 80GB HBM3", "Tesla T4             ") + "dtype=torch.bfloat16\n"
+    env = environment.parse(text)
+    assert env.lowest_capability() == 7.5
+    extra = _environment_fixes(env, text, [])
+    assert [m.rule.tag for m in extra] == ["cuda_arch_mismatch"] and "Tesla T4" in extra[0].line
+    assert _environment_fixes(env, text.replace("bfloat16", "float16"), []) == []
+    assert _environment_fixes(environment.parse(NVIDIA_SMI), NVIDIA_SMI + "dtype=torch.bfloat16", []) == []
