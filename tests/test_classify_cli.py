@@ -25,10 +25,10 @@ TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}
 
 # The documented --json shape (README, "classify").
-TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence", "abstained",
-            "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes", "model_version",
-            "fast_path"}
-FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line"}
+TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "class_source", "class_rule", "model_class",
+            "component", "component_confidence", "abstained", "fixes", "evidence", "similar", "exception", "frames",
+            "disagreement", "environment", "notes", "model_version", "fast_path"}
+FIX_KEYS = {"id", "tag", "title", "re_class", "component", "steps", "caveats", "sources", "line", "values"}
 SIMILAR_KEYS = {"repo", "number", "title", "state", "score", "html_url", "known_fix"}
 
 
@@ -102,9 +102,13 @@ def test_classify_file_per_engine(engine, labeled_db):
     check_shape(out)
     assert out["engine"] == engine and "signal" in out["engine_reason"]
     rule = RULES[entry["expect_rule"]]
-    assert out["fixes"][0]["id"] == rule.id and out["fixes"][0]["steps"] == rule.steps_for(engine)
-    assert out["fixes"][0]["line"].strip()[:400] in out["evidence"]
-    assert (out["disagreement"] is None) == (out["re_class"] == rule.re_class)
+    fix = out["fixes"][0]
+    assert fix["id"] == rule.id and fix["steps"] == rule.steps_for(engine, fix["values"])
+    assert fix["line"].strip()[:400] in out["evidence"]
+    # one verdict: the rule's class when it decided, else the model's; a line says why when they differ
+    decided = rule.re_class if out["class_source"] == "rule" else out["model_class"]["re_class"]
+    assert out["re_class"] == decided
+    assert (out["disagreement"] is None) == (out["model_class"]["re_class"] == rule.re_class)
     assert len(out["similar"]) == 5
     scores = [s["score"] for s in out["similar"]]
     assert scores == sorted(scores, reverse=True)
@@ -124,7 +128,7 @@ def test_engine_override_changes_the_steps():
     assert out["engine"] == "sglang" and "--engine" in out["engine_reason"]
     rule = RULES[entry["expect_rule"]]
     if "sglang" in rule.engines:
-        assert out["fixes"][0]["steps"] == rule.steps_for("sglang")
+        assert out["fixes"][0]["steps"] == rule.steps_for("sglang", out["fixes"][0]["values"])
     else:
         assert rule.id not in [f["id"] for f in out["fixes"]]
     bad = run_cli("classify", str(TRACES / entry["file"]), "--engine", "no-such-engine")
@@ -264,3 +268,40 @@ def test_bad_input_with_a_database_is_one_line_and_exit_2(name, labeled_db):
     assert proc.returncode == 2, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("retriage: error:"), stderr
+
+
+# ---- issue 13: today's messages, one verdict, this engine's text -----------------------------------------------------
+def test_v1_kv_budget_quotes_the_estimate_from_the_log():
+    out = classify_json(str(TRACES / "vllm_v1_kv_budget_models_1.txt"), "--similar", "0")
+    check_shape(out)
+    fix = out["fixes"][0]
+    assert fix["id"] == "vllm-maxlen-gt-kv-capacity" and fix["values"]["max_len"] == "5632"
+    assert "`--max-model-len 5632`" in fix["steps"][0]
+    assert out["re_class"] == "RE.1" and out["environment"] is None
+
+
+def test_trtllm_log_shows_only_trtllm_advice_at_80_columns():
+    proc = run_cli("classify", str(TRACES / "trtllm_oom_runtime_buffers.txt"), "--similar", "0",
+                   env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "TensorRT-LLM" in text and "kv_cache_free_gpu_memory_fraction" in text
+    for other in ("vLLM", "SGLang", "--gpu-memory-utilization", "--mem-fraction-static", "vllm-project",
+                  "sgl-project"):
+        assert other not in text, other
+    assert not re.search(r"\d\. \(\d\)", text)
+    lines = text.splitlines()
+    assert all(len(ln) <= 80 for ln in lines if ln.startswith(("╭", "│", "╰")))
+    sources = [ln.split("source: ", 1)[1] for ln in lines if ln.startswith("source: ")]
+    assert sources and all(s.startswith("https://github.com/NVIDIA/TensorRT-LLM/") for s in sources)
+
+
+@pytest.mark.parametrize("name, cls", [("holdout/torch_container_shm_plain_h2.txt", "RE.1"),
+                                       ("vllm_container_shm_1.txt", "RE.3")])
+def test_dev_shm_class_and_fix_agree(name, cls):
+    """A plain /dev/shm error in a container is RE.1; under tensor parallel it is RE.3; the fix is --ipc=host."""
+    out = classify_json(str(TRACES / name), "--similar", "0")
+    assert out["fixes"][0]["tag"] == "ipc_host" and any("--ipc=host" in s for s in out["fixes"][0]["steps"])
+    assert out["re_class"] == cls
+    if out["model_class"]["re_class"] != cls:
+        assert out["disagreement"] and "\n" not in out["disagreement"]

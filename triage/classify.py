@@ -1,8 +1,11 @@
 """`retriage classify`: a pasted log -> engine, root-cause class and component, known fixes with this engine's
 flags, the evidence lines, and similar past issues.
 
-The class and component come from the embedding classifier, whose features include the rule matches; the
-first matching rule gives the fix. When the rule's class and the model's class differ, the result says so.
+The component comes from the embedding classifier, whose features include the rule matches; the first
+matching rule gives the fix. The class is one verdict (triage/verdict.py): the first rule's when that rule's
+class was right often enough on the labeled traces, else the model's; when they differ the answer says why in
+one line. The environment block (GPU models, compute capabilities, versions: triage/environment.py) is shown
+and used: mixed GPUs are RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix.
 
 Two ways to the class: the fast path (static MiniLM features read by a head distilled from the model,
 classifier/fast_path.py: a few milliseconds) answers when it is clearly on one side of the model's decision
@@ -20,8 +23,11 @@ from retriage.core.document import document
 from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
+from retriage.triage import environment as env_parse
 from retriage.triage import logtext
-from retriage.core.rules import Match, applies_to, match_rules
+from retriage.triage.fixtext import fix as fix_entry
+from retriage.triage.verdict import decide
+from retriage.core.rules import Match, applies_to, default_rules, match_rules
 
 MAX_FIXES = 3
 
@@ -44,20 +50,32 @@ class TriageResult:
     notes: list[str] = field(default_factory=list)
     model_version: str | None = None
     fast_path: bool = False  # answered by the fast path (static MiniLM) rather than the full model
+    class_source: str = "model"  # "rule": a rule with a high measured precision decided the class
+    class_rule: dict | None = None  # that rule: {"id", "right", "traces"} on the labeled traces
+    model_class: dict = field(default_factory=dict)  # the model's own answer: {"re_class", "re_confidence"}
+    environment: dict | None = None  # GPUs, compute capabilities, versions found in the log
 
     def to_json(self) -> dict:
         """The documented --json shape (README, "classify")."""
         d = asdict(self)
-        keys = ["engine", "engine_reason", "re_class", "re_confidence", "component", "component_confidence",
-                "abstained", "fixes", "evidence", "similar", "exception", "frames", "disagreement", "notes",
-                "model_version", "fast_path"]
+        keys = ["engine", "engine_reason", "re_class", "re_confidence", "class_source", "class_rule", "model_class",
+                "component", "component_confidence", "abstained", "fixes", "evidence", "similar", "exception",
+                "frames", "disagreement", "environment", "notes", "model_version", "fast_path"]
         return {k: d[k] for k in keys}
 
 
-def _fix(m: Match, engine: str | None) -> dict:
-    r = m.rule
-    return {"id": r.id, "tag": r.tag, "title": r.title, "re_class": r.re_class, "component": r.component,
-            "steps": r.steps_for(engine), "caveats": list(r.caveats), "sources": list(r.sources), "line": m.line}
+def _environment_fixes(env: env_parse.Environment, text: str, matches: list[Match]) -> list[Match]:
+    """bf16 asked for on a GPU below compute capability 8.0: the dtype fix, unless a rule already gave it."""
+    low = env.lowest_capability()
+    if low is None or low >= 8.0 or not env_parse.asks_for_bf16(text):
+        return []
+    if any(m.rule.tag == "cuda_arch_mismatch" for m in matches):
+        return []
+    rule = next((r for r in default_rules()[0] if r.id == "bf16-on-pre-ampere"), None)
+    if rule is None:
+        return []
+    gpus = ", ".join(f"{g} ({env.capabilities.get(i, '?')})" for i, g in env.gpus.items()) or f"compute capability {low}"
+    return [Match(rule, f"environment: dtype bfloat16 on {gpus}")]
 
 
 class Triage:
@@ -134,16 +152,21 @@ class Triage:
         v = document(title, log.text, matches=tuple(every_match))
         z_re, z_comp, vector, fast = self._logits(v)
         pred = self.model.predictions(z_re, z_comp)[0]
+        env = env_parse.parse(log.raw)
+        extra = _environment_fixes(env, log.raw, matches)
+        if extra:
+            matches = matches[:1] + extra + matches[1:] if matches else extra
+        mixed = (", ".join(env.gpu_models) + (f"; compute capability {' / '.join(env.compute_capabilities)}"
+                                               if len(env.compute_capabilities) > 1 else "")) if env.mixed else None
+        verdict = decide([m for m in matches if not m.line.startswith("environment: ")], pred.re_class,
+                         pred.re_confidence, pred.abstained, log.raw, mixed_gpus=mixed)
 
         evidence: list[str] = []
-        for line in [m.line for m in matches[:MAX_FIXES]] + [title]:
+        env_lines = [f"environment: mixed GPUs ({mixed})"] if mixed else []
+        for line in [m.line for m in matches[:MAX_FIXES]] + env_lines + [title]:
             line = line.strip()[:400]  # cut before comparing: a long line must not appear twice
             if line and line not in evidence:
                 evidence.append(line)
-        disagreement = None
-        if matches and matches[0].rule.re_class != pred.re_class:
-            disagreement = (f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, "
-                            f"the model says {pred.re_class} ({pred.re_confidence:.2f})")
         neighbours = []
         if callable(con):  # a connection still being opened in the background
             con = con()
@@ -165,9 +188,11 @@ class Triage:
             notes.append(f"fast path off: {self.fast_unavailable}")
         return TriageResult(
             engine=guess.engine, engine_reason=guess.reason,
-            re_class=pred.re_class, re_confidence=pred.re_confidence,
-            component=pred.component, component_confidence=pred.component_confidence, abstained=pred.abstained,
-            fixes=[_fix(m, guess.engine) for m in matches[:MAX_FIXES]], evidence=evidence, similar=neighbours,
-            exception=exc, frames=log.frames, disagreement=disagreement, notes=notes,
-            model_version=self.model.version, fast_path=fast,
+            re_class=verdict.re_class, re_confidence=verdict.confidence,
+            component=pred.component, component_confidence=pred.component_confidence, abstained=verdict.abstained,
+            fixes=[fix_entry(m, guess.engine) for m in matches[:MAX_FIXES]], evidence=evidence, similar=neighbours,
+            exception=exc, frames=log.frames, disagreement=verdict.reason, notes=notes,
+            model_version=self.model.version, fast_path=fast, class_source=verdict.source, class_rule=verdict.rule,
+            model_class={"re_class": pred.re_class, "re_confidence": pred.re_confidence},
+            environment=env.to_json(),
         )

@@ -34,6 +34,7 @@ class LogText:
     frames: list[str] = field(default_factory=list)  # last frames of the last traceback: "path:line in func"
     last_error_line: int | None = None  # last error-looking line that is not a wrapper
     notes: list[str] = field(default_factory=list)
+    raw: str = ""  # the decoded input before log prefixes were stripped (worker tags such as "(RayWorker pid=1)")
 
     @property
     def text(self) -> str:
@@ -105,7 +106,7 @@ def parse(data: bytes | str) -> LogText:
             lines.append(line)
     if not lines:
         raise UserError("empty input: paste a log or stack trace (a file argument or standard input)", exit_code=2)
-    log = LogText(lines, notes=notes)
+    log = LogText(lines, notes=notes, raw=body)
     frames: list[str] = []
     for i, line in enumerate(lines):
         m = FRAME_RE.match(line)

@@ -80,6 +80,6 @@ def classify(
     if as_json:
         print_json(result.to_json())
     else:
-        from retriage.triage.render import triage_panel
+        from retriage.triage.render import print_result
 
-        console().print(triage_panel(result))
+        print_result(console(), result)

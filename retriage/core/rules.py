@@ -4,6 +4,10 @@ File order is priority: the first rule that matches is the primary answer. Patte
 case-insensitively in each line of a normalised log (as patterns for lowercased text: core/folded.py); a
 rule with a not_pattern that matches anywhere does not apply. Each match keeps the line that matched, shown as
 evidence.
+
+A rule may name values to read from the log (`captures`: name -> regexes with one group, tried in order over the
+original text, case-insensitively); its steps quote them as `{name}` or `{name|text when not found}`, so that
+an answer can say "`--max-model-len 5632`" when the engine printed that estimate.
 """
 
 from __future__ import annotations
@@ -35,15 +39,44 @@ class Rule:
     steps: dict = field(hash=False)
     caveats: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    captures: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # (name, regexes tried in order)
+    multi_device_class: str | None = None  # the class instead of re_class when the log runs several devices
 
-    def steps_for(self, engine: str | None) -> list[str]:
-        return list(self.steps.get(engine or "", self.steps.get("default", [])))
+    def steps_for(self, engine: str | None, values: dict | None = None) -> list[str]:
+        """This engine's steps (or the default ones), placeholders filled from `values` (or their fallback)."""
+        steps = self.steps.get(engine or "", self.steps.get("default", []))
+        return [fill(s, values or {}) for s in steps]
+
+    def read_values(self, text: str) -> dict[str, str]:
+        """The captured values found in `text` (the original log, not folded)."""
+        out = {}
+        for name, regexes in self.captures:
+            for rx in regexes:
+                m = rx.search(text)
+                if m:
+                    out[name] = m.group(1).strip()
+                    break
+        return out
+
+
+PLACEHOLDER_RE = re.compile(r"\{([a-z_][a-z0-9_]*)(?:\|([^{}]*))?\}")
+
+
+def fill(step: str, values: dict) -> str:
+    """`{name}` -> the captured value; `{name|fallback}` -> the value or the fallback text."""
+    def sub(m: re.Match) -> str:
+        if m.group(1) in values:
+            return values[m.group(1)]
+        return m.group(2) if m.group(2) is not None else m.group(0)
+
+    return PLACEHOLDER_RE.sub(sub, step)
 
 
 @dataclass(frozen=True)
 class Match:
     rule: Rule
     line: str
+    values: dict = field(default_factory=dict, hash=False, compare=False)  # captured values, by name
 
 
 class RulesError(ValueError):
@@ -66,7 +99,8 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
         if not rid or rid in seen:
             raise RulesError(f"rule id missing or repeated: {rid!r}")
         seen.add(rid)
-        if d["tag"] not in tags or d["re_class"] not in classes or d["component"] not in comps:
+        if d["tag"] not in tags or d["re_class"] not in classes or d["component"] not in comps or \
+                d.get("multi_device_class", "RE.3") not in classes:
             raise RulesError(f"rule {rid}: unknown tag, class or component")
         if not d.get("patterns"):
             raise RulesError(f"rule {rid}: no patterns")
@@ -75,11 +109,34 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
             notp = _alternation(d["not_patterns"]) if d.get("not_patterns") else None
         except (re.error, ValueError) as e:
             raise RulesError(f"rule {rid}: bad regex: {e}") from None
+        captures = _captures(rid, d.get("captures", {}))
+        steps = dict(d.get("steps", {}))
+        for text in [s for v in steps.values() for s in v]:
+            for m in PLACEHOLDER_RE.finditer(text):
+                if m.group(1) not in dict(captures):
+                    raise RulesError(f"rule {rid}: step placeholder {{{m.group(1)}}} names no capture")
         rules.append(Rule(rid, d["tag"], d["title"], d["re_class"], d["component"], tuple(d.get("engines", [])),
-                          pat, notp, dict(d.get("steps", {})), tuple(d.get("caveats", [])),
-                          tuple(d.get("sources", []))))
+                          pat, notp, steps, tuple(d.get("caveats", [])),
+                          tuple(d.get("sources", [])), captures, d.get("multi_device_class")))
     wrappers = _alternation(data.get("wrappers", []) or ["(?!x)x"])
     return rules, wrappers
+
+
+def _captures(rid: str, table: dict) -> tuple:
+    out = []
+    for name, regexes in table.items():
+        regexes = [regexes] if isinstance(regexes, str) else list(regexes)
+        compiled = []
+        for r in regexes:
+            try:
+                rx = re.compile(r, re.IGNORECASE)
+            except re.error as e:
+                raise RulesError(f"rule {rid}: bad regex in capture {name}: {e}") from None
+            if rx.groups != 1:
+                raise RulesError(f"rule {rid}: capture {name} must have exactly one group")
+            compiled.append(rx)
+        out.append((name, tuple(compiled)))
+    return tuple(out)
 
 
 @lru_cache(maxsize=1)
@@ -115,7 +172,10 @@ def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] |
                 starts.append(pos)
                 pos += len(ln) + 1
         i = bisect.bisect_right(starts, m.start()) - 1
-        out.append(Match(rule, lines[i]))
+        values = rule.read_values(lines[i]) if rule.captures else {}
+        if rule.captures and len(values) < len(rule.captures):  # not all on the matched line: the whole log
+            values = {**rule.read_values("\n".join(lines)), **values}
+        out.append(Match(rule, lines[i], values))
     return out
 
 
