@@ -434,41 +434,59 @@ def newest_categories(by: str, categories: Sequence[str]) -> list[str]:
     return [c for c in categories if c not in skip]
 
 
-def _ranked_sql(by: str, params: dict, partition: str) -> str:
-    """The selected issues of the wanted categories created from $first_week, numbered newest first within
-    each `partition` (the section and category, or also the week)."""
+def _newest_sql(by: str, params: dict, keys: str) -> str:
+    """Per `keys` (the section and category, or also the week): how many selected issues of the wanted
+    categories were created from $first_week, and the $limit newest of them — a top-N aggregate (max_by with
+    N), which needs no sort of all the rows."""
     return f"""
         WITH {_base_sql(by, params, ", i.number, i.title, i.html_url, i.created_at, p.confidence", newest=True)},
         engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
-        ranked AS (
-            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*,
-                   row_number() OVER (PARTITION BY {partition}
-                                      ORDER BY created_at DESC, b.repo, number DESC) AS rk,
-                   count(*) OVER (PARTITION BY {partition}) AS n
+        tagged AS (
+            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*
             FROM base b LEFT JOIN engine_map m ON m.repo = b.repo
-            WHERE list_contains($wanted, category))"""
+            WHERE list_contains($wanted, category)),
+        top AS (
+            SELECT {keys}, count(*) AS n,
+                   max_by({{'repo': repo, 'number': number, 'title': title, 'html_url': html_url,
+                            'created_at': created_at, 'confidence': confidence}}, created_at, $limit) AS issues
+            FROM tagged GROUP BY ALL)"""
 
 
-def _issue(category, repo, number, title, url, created, conf) -> NewestIssue:
-    return NewestIssue(category, repo, number, title or "", url or "", created, conf)
+def _issue(category, repo, number, title, html_url, created_at, confidence) -> NewestIssue:
+    return NewestIssue(category, repo, number, title or "", html_url or "", created_at, confidence)
+
+
+NEWEST_WEEKS = (1, 4)  # the newest issues are looked for in the last week, the last 4, then all weeks shown
 
 
 def _attach_newest(con, sections: list[Section], by: str, categories: Sequence[str], params: dict,
                    limit: int) -> None:
-    """The `limit` newest issues of each listed category created in the weeks shown, per section."""
+    """The `limit` newest issues of each listed category created in the weeks shown, per section.
+
+    First over the last week, where the time filter leaves few rows to join; the categories with fewer than
+    `limit` there (in some section) are looked up again over the last NEWEST_WEEKS[1] weeks, then every week
+    shown."""
     wanted = newest_categories(by, categories)
     if not wanted:
         return
-    sql = _ranked_sql(by, params, "grp, category") + """
-        SELECT grp, category, repo, number, title, html_url, created_at, confidence FROM ranked
-        WHERE rk <= $limit
-        ORDER BY grp, list_position($wanted, category), rk"""
-    first = datetime.combine(sections[0].weeks[0].week, datetime.min.time())
-    rows = con.execute(sql, _used(sql, {**params, "first_week": first, "wanted": wanted, "limit": limit})).fetchall()
+    sql = _newest_sql(by, params, "grp, category") + """
+        SELECT grp, category, n, issues FROM top ORDER BY grp, list_position($wanted, category)"""
+    shown, last = sections[0].weeks[0].week, sections[0].weeks[-1].week
+    windows = [max(shown, last - timedelta(weeks=n - 1)) for n in NEWEST_WEEKS] + [shown]
+    found: dict[tuple[str, str], list] = {}
+    for first in dict.fromkeys(windows):
+        short = [c for c in wanted if any(len(found.get((s.engine, c), [])) < limit for s in sections)]
+        if not short:
+            break
+        rows = con.execute(sql, _used(sql, {**params, "first_week": datetime.combine(first, datetime.min.time()),
+                                            "wanted": short, "limit": limit})).fetchall()
+        for grp, category, n, issues in rows:
+            if len(found.get((grp, category), [])) < limit:
+                found[(grp, category)] = issues
     by_grp = {s.engine: s for s in sections}
-    for grp, *row in rows:
+    for (grp, category), issues in sorted(found.items(), key=lambda kv: wanted.index(kv[0][1])):
         if grp in by_grp:
-            by_grp[grp].newest.append(_issue(*row))
+            by_grp[grp].newest += [_issue(category, **x) for x in issues]
 
 
 @dataclass(frozen=True)
@@ -488,14 +506,9 @@ def cell_issues(con: duckdb.DuckDBPyConnection, report: WeeklyReport,
         return {}
     params = _params(resolve_engines(report.engines), report.per_engine, report.model_version,
                      report.include_prs, report.since, report.until)
-    sql = _ranked_sql(report.by, params, "grp, week, category") + """
-        SELECT grp, week, n, category, repo, number, title, html_url, created_at, confidence FROM ranked
-        WHERE rk <= $limit
-        ORDER BY grp, week, list_position($wanted, category), rk"""
+    sql = _newest_sql(report.by, params, "grp, week, category") + """
+        SELECT grp, week, category, n, issues FROM top ORDER BY grp, week, list_position($wanted, category)"""
     first = datetime.combine(report.weeks[0], datetime.min.time())
     rows = con.execute(sql, _used(sql, {**params, "first_week": first, "wanted": wanted, "limit": limit})).fetchall()
-    out: dict[tuple[str, date, str], CellIssues] = {}
-    for grp, week, n, *row in rows:
-        cell = out.setdefault((grp, week, row[0]), CellIssues([], int(n)))
-        cell.issues.append(_issue(*row))
-    return out
+    return {(grp, week, category): CellIssues([_issue(category, **x) for x in issues], int(n))
+            for grp, week, category, n, issues in rows}
