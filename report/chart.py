@@ -98,7 +98,7 @@ def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 170, line
         base = alt.Chart(data)
         # Bars span their week (x..x2, Monday to Monday) on a real time axis; Vega-Lite does not stack ranged
         # bars, so the stack is an explicit transform in the report's column order (first category at the bottom).
-        stacked = base.transform_filter(alt.FieldOneOfPredicate("category", bars)).transform_stack(
+        stacked = base.transform_filter(alt.FieldOneOfPredicate(field="category", oneOf=bars)).transform_stack(
             stack="count", groupby=["week"], as_=["y0", "y1"], sort=[alt.SortField("order", "ascending")],
         ).mark_bar(stroke="white", strokeWidth=0.3).encode(
             x=alt.X("week:T", scale=x_scale, axis=x_axis), x2="week_end:T",
@@ -121,7 +121,7 @@ def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 170, line
                                               title=alt.TitleParams(s.name, anchor="start", fontSize=13))
         rows.append(panel)
         if lines:
-            line_base = base.transform_filter(alt.FieldOneOfPredicate("category", lines)).transform_calculate(
+            line_base = base.transform_filter(alt.FieldOneOfPredicate(field="category", oneOf=lines)).transform_calculate(
                 mid="toDate(datum.week) + 3.5 * 86400000")
             enc = dict(x=alt.X("mid:T", scale=x_scale, axis=alt.Axis(labels=False, ticks=False, title=None)),
                        y=alt.Y("share:Q", title="share of issues", scale=alt.Scale(domain=[0, 1]),
@@ -167,9 +167,9 @@ def component_chart(report: ComponentReport, width: int = 520):
         tooltip=["engine:N", "component:N", "issues:Q", alt.Tooltip("share:Q", format=".1%"),
                  alt.Tooltip("resource_share:Q", format=".1%", title="share of resource issues")])
     panels = []
-    for e in report.engines:
+    for e in (e for e in report.engines if e.labeled_total):  # an engine without labeled issues has no bars
         mine = [r for r in refs if r["engine"] == e.name]
-        layers = [bars.transform_filter(alt.FieldEqualPredicate("engine", e.name))]
+        layers = [bars.transform_filter(alt.FieldEqualPredicate(field="engine", equal=e.name))]
         if mine:
             layers.append(alt.Chart(alt.Data(values=mine)).mark_tick(color="black", thickness=2, size=18).encode(
                 x="share:Q", y=y, tooltip=["source:N", alt.Tooltip("share:Q", format=".0%", title="published")]))

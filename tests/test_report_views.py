@@ -115,7 +115,13 @@ def test_one_colour_per_category_in_every_chart(con):
     by_class = _color_scales(chart.weekly_chart(weekly_report(con, model_version=MODEL, last_weeks=8)).to_dict())
     by_component = _color_scales(chart.weekly_chart(
         weekly_report(con, model_version=MODEL, by="component", per_engine=True, last_weeks=8)).to_dict())
-    shares = _color_scales(chart.component_chart(component_shares(con, model_version=MODEL)).to_dict())
+    share_rep = component_shares(con, model_version=MODEL)
+    share_spec = chart.component_chart(share_rep).to_dict()
+    shares = _color_scales(share_spec)
+    filters = [f["equal"] for panel in share_spec["vconcat"] for layer in panel["layer"]
+               for t in layer.get("transform", []) if isinstance(f := t.get("filter"), dict) and f.get("field") == "engine"]
+    assert filters == [e.name for e in share_rep.engines if e.labeled_total]  # a bar panel per engine, its own rows
+    assert len(filters) >= 3
     assert set(taxonomy.resource_class_ids()) | {"none"} <= set(by_class)
     assert set(taxonomy.component_ids()) <= set(by_component) and set(taxonomy.component_ids()) <= set(shares)
     merged: dict[str, str] = {}
