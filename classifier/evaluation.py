@@ -14,7 +14,7 @@ from retriage.classifier.features import Views, views
 from retriage.classifier.generalisation import SplitReport, baseline_answers, evaluate_split, system_scores
 from retriage.classifier.predict import fixes_for
 from retriage.classifier.result_cache import examples_material, is_answers, remember
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
 TARGETS = ("re_class", "component")
@@ -48,7 +48,7 @@ def read_gold(path: Path, con=None) -> list[Example]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as e:
-        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -57,9 +57,9 @@ def read_gold(path: Path, con=None) -> list[Example]:
             repo, number = canonical_repo(r["repo"]), int(r["number"])
             re_class, component = r["re_class"], r["component"]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise UserError(f"{path}:{n}: not a gold label line ({type(e).__name__}: {e})") from None
+            raise UsageError(f"{path}:{n}: not a gold label line ({type(e).__name__}: {e})") from None
         if re_class not in classes or component not in comps:
-            raise UserError(f"{path}:{n}: unknown re_class or component")
+            raise UsageError(f"{path}:{n}: unknown re_class or component")
         title, body = r.get("title"), r.get("body") if "body" in r else r.get("text")
         if title is None and body is None:
             row = None
@@ -68,12 +68,12 @@ def read_gold(path: Path, con=None) -> list[Example]:
             if row is None and (repo, number) in snap:
                 row = (snap[(repo, number)]["title"], snap[(repo, number)]["body"])
             if row is None:
-                raise UserError(f"{path}:{n}: no text for {repo}#{number} (give title/body, or import the issue)")
+                raise UsageError(f"{path}:{n}: no text for {repo}#{number} (give title/body, or import the issue)")
             title, body = row
         out.append(Example(repo, number, r.get("html_url", ""), title or "", body or "", re_class, component,
                            r.get("known_fix", "none")))
     if not out:
-        raise UserError(f"{path}: no gold labels")
+        raise UsageError(f"{path}: no gold labels")
     return out
 
 

@@ -18,7 +18,7 @@ import duckdb
 from retriage.db import writes
 from retriage.db.records import RecordError, issue_row
 from retriage.db.store import transaction
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError
 
 
 @dataclass
@@ -33,20 +33,20 @@ def _read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise UserError(f"{path}: is a folder, not a file") from None
+        raise UsageError(f"{path}: is a folder, not a file") from None
     except OSError as e:
-        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except (EOFError, OSError, zlib.error) as e:
-            raise UserError(f"{path}: broken or truncated gzip data ({e})") from None
+            raise UsageError(f"{path}: broken or truncated gzip data ({e})") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
@@ -54,12 +54,12 @@ def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
     text = _read_text(path)
     stripped = text.lstrip()
     if not stripped:
-        raise UserError(f"{path}: empty file")
+        raise UsageError(f"{path}: empty file")
     if stripped[0] == "[":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+            raise UsageError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
         for i, obj in enumerate(data, 1):
             yield f"item {i}", obj
         return
@@ -74,14 +74,14 @@ def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
                 try:  # one pretty-printed object
                     obj = json.loads(text)
                 except json.JSONDecodeError:
-                    raise UserError(f"{path}:{n}: not valid JSON: {e.msg}") from None
+                    raise UsageError(f"{path}:{n}: not valid JSON: {e.msg}") from None
                 if isinstance(obj, dict) and isinstance(obj.get("items"), list):
                     for i, item in enumerate(obj["items"], 1):
                         yield f"item {i}", item
                 else:
                     yield "line 1", obj
                 return
-            raise UserError(f"{path}:{n}: not valid JSON: {e.msg}") from None
+            raise UsageError(f"{path}:{n}: not valid JSON: {e.msg}") from None
         if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "number" not in obj:
             for i, item in enumerate(obj["items"], 1):
                 yield f"line {n} item {i}", item
@@ -97,7 +97,7 @@ def read_rows(paths: list[Path]) -> list[dict]:
             try:
                 rows.append(issue_row(obj))
             except RecordError as e:
-                raise UserError(f"{path}:{where.removeprefix('line ')}: {e}") from None
+                raise UsageError(f"{path}:{where.removeprefix('line ')}: {e}") from None
     return rows
 
 
@@ -105,7 +105,7 @@ def import_files(con: duckdb.DuckDBPyConnection, paths: list[str | Path]) -> Imp
     """Read and check all files, then upsert everything in one transaction."""
     paths = [Path(p) for p in paths]
     if not paths:
-        raise UserError("no files given")
+        raise UsageError("no files given")
     rows = read_rows(paths)
     result = ImportResult(files=len(paths), records=len(rows))
     with transaction(con):

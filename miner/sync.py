@@ -32,7 +32,7 @@ import duckdb
 from retriage.db import writes
 from retriage.db.records import RecordError, comment_row, issue_row
 from retriage.db.store import transaction
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError
 from retriage.miner.client import GitHubClient, GitHubError, RequestBudgetExhausted
 from retriage.miner.links import store_pr_links
 from retriage.taxonomy import canonical_repo, engine_by_alias, engines
@@ -129,7 +129,7 @@ def resolve_repos(names: list[str] | None) -> list[str]:
             repo = canonical_repo(name.strip())
         else:
             known = ", ".join(e.id for e in engines())
-            raise UserError(f"unknown repository {name!r}: use OWNER/NAME or one of {known}")
+            raise UsageError(f"unknown repository {name!r}: use OWNER/NAME or one of {known}")
         if repo not in out:
             out.append(repo)
     return out
@@ -142,7 +142,7 @@ def parse_since(text: str | None) -> datetime | None:
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(f"--since {text!r} is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ") from None
+        raise UsageError(f"--since {text!r} is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ") from None
     if dt.tzinfo is not None:
         dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
     return dt

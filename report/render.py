@@ -1,4 +1,4 @@
-"""Output formats of the weekly report: Rich tables, CSV, JSON and an Altair stacked bar chart (HTML, PNG).
+"""Output formats of the weekly report: Rich tables, CSV and JSON (charts: report.chart, HTML: report.html).
 
 The JSON and CSV layouts are a public interface, documented in report/README.md; a change of the JSON layout
 raises SCHEMA_VERSION.
@@ -10,21 +10,21 @@ import csv
 import io
 import json
 from datetime import timedelta
-from pathlib import Path
 
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from retriage import taxonomy
 from retriage.core.refs import format_ref
-from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, Counts, Section, WeeklyReport,
+from retriage.report.components import ComponentReport
+from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, Counts, Section, Week, WeeklyReport,
                                     newest_categories)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: weeks carry days/partial, the change skips partial weeks, as_of and partial_weeks
 CHART_FORMATS = ("png", "html")
 FORMATS = ("table", "csv", "json", *CHART_FORMATS)
+DEFAULT_WEEKS = 12  # the last weeks shown without --since, --weeks or --all
 
 
 # ---------------------------------------------------------------------------------------------------- JSON / CSV
@@ -42,7 +42,8 @@ def _change_dict(ch: Change | None) -> dict | None:
         return None
     cats = list(ch.counts)
     return {
-        "week": ch.week.isoformat(),
+        "week": ch.week.isoformat(),  # the last full week
+        "excluded_partial_weeks": [w.isoformat() for w in ch.excluded],
         "total": ch.total,
         "counts": dict(ch.counts),
         "baseline_weeks": ch.baseline_weeks,
@@ -56,7 +57,8 @@ def _section_dict(s: Section) -> dict:
     return {
         "engine": s.engine,
         "name": s.name,
-        "weeks": [{"week": w.week.isoformat(), "iso_week": w.iso_week, **_counts_dict(w)} for w in s.weeks],
+        "weeks": [{"week": w.week.isoformat(), "iso_week": w.iso_week, "days": w.days, "partial": w.partial,
+                   **_counts_dict(w)} for w in s.weeks],
         "totals": _counts_dict(s.totals),
         "last_week": _change_dict(s.change),
         "newest": [{"category": n.category, "ref": format_ref(n.repo, n.number), "repo": n.repo,
@@ -80,6 +82,8 @@ def to_dict(report: WeeklyReport) -> dict:
         "until": report.until.isoformat() if report.until else None,
         "first_week": report.first_week.isoformat() if report.first_week else None,
         "last_week": report.last_week.isoformat() if report.last_week else None,
+        "as_of": report.as_of.isoformat() if report.as_of else None,
+        "partial_weeks": [w.isoformat() for w in report.partial_weeks],
         "categories": [{"id": c, "name": names[c]} for c in report.categories],
         "issues": report.issues,
         "labeled": report.labeled,
@@ -87,12 +91,17 @@ def to_dict(report: WeeklyReport) -> dict:
     }
 
 
+def to_json_text(doc: dict) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
 def to_json(report: WeeklyReport) -> str:
-    return json.dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return to_json_text(to_dict(report))
 
 
 def csv_header(report: WeeklyReport) -> list[str]:
-    return ["engine", "week", "iso_week", "total", *report.categories, *(f"{c}_share" for c in report.categories)]
+    return ["engine", "week", "iso_week", "days", "partial", "total", *report.categories,
+            *(f"{c}_share" for c in report.categories)]
 
 
 def to_csv(report: WeeklyReport) -> str:
@@ -102,7 +111,8 @@ def to_csv(report: WeeklyReport) -> str:
     w.writerow(csv_header(report))
     for s in report.sections:
         for wk in s.weeks:
-            w.writerow([s.engine, wk.week.isoformat(), wk.iso_week, wk.total, *wk.counts.values(),
+            w.writerow([s.engine, wk.week.isoformat(), wk.iso_week, wk.days, int(wk.partial), wk.total,
+                        *wk.counts.values(),
                         *(f"{v:.4f}" for v in wk.shares.values())])
     return buf.getvalue()
 
@@ -131,17 +141,22 @@ def _mean_cell(ch: Change, category: str | None) -> str:
     return f"{ch.baseline_total if category is None else ch.baseline[category]:.1f}"
 
 
+def week_label(w: Week) -> str:
+    """The Monday, and `(partial)` when the week has fewer than 7 days of data."""
+    return f"{w.week.isoformat()} (partial)" if w.partial else w.week.isoformat()
+
+
 def section_table(report: WeeklyReport, s: Section) -> Table:
     scope = s.name if report.per_engine or not report.engines else ", ".join(report.engines)
     t = Table(title=f"[bold]Issues per week by {_what(report)}[/] · {scope}", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    t.add_column("week (Mon)", no_wrap=True, min_width=11)
+    t.add_column("week (Mon)", no_wrap=True, min_width=21 if any(w.partial for w in s.weeks) else 11)
     t.add_column("issues", justify="right", no_wrap=True, min_width=5)
     for c in report.categories:  # long names fold in the header on narrow terminals; the cells stay whole
         t.add_column(c, justify="right", overflow="fold", min_width=6)
-    for w in s.weeks:
-        t.add_row(w.week.isoformat(), str(w.total) if w.total else "[dim]0[/]",
-                  *(_cell(n, w.share(c)) for c, n in w.counts.items()))
+    for w in s.weeks:  # a partial week is dim and says so
+        t.add_row(week_label(w), str(w.total) if w.total else "[dim]0[/]",
+                  *(_cell(n, w.share(c)) for c, n in w.counts.items()), style="dim" if w.partial else None)
     totals = s.totals
     t.add_section()
     t.add_row("[bold]total[/]", f"[bold]{totals.total}[/]",
@@ -149,7 +164,8 @@ def section_table(report: WeeklyReport, s: Section) -> Table:
     ch = s.change
     if ch is not None:
         t.add_row(f"{ch.baseline_weeks}-wk mean", _mean_cell(ch, None), *(_mean_cell(ch, c) for c in report.categories))
-        t.add_row("Δ last week", _delta_cell(ch, None), *(_delta_cell(ch, c) for c in report.categories))
+        t.add_row(f"Δ last full week ({ch.week:%m-%d})", _delta_cell(ch, None),
+                  *(_delta_cell(ch, c) for c in report.categories))
     return t
 
 
@@ -163,18 +179,20 @@ def _caption(report: WeeklyReport) -> Text:
     lines.append(f"model {model} · {UNLABELED} = no prediction of this model"
                  + (f" · {UNSURE} = classifier abstained" if UNSURE in report.categories else "")
                  + ("" if report.include_prs else " · pull requests excluded")
-                 + f" · Δ last week = last week minus the mean of the (up to) {BASELINE_WEEKS} weeks before it")
+                 + f" · Δ last full week = the last full week minus the mean of the (up to) {BASELINE_WEEKS} full "
+                 "weeks before it; partial weeks are not compared"
+                 + (f" · data as of {report.as_of:%Y-%m-%d %H:%M} UTC" if report.as_of else ""))
     return Text("\n".join(lines), style="dim")
 
 
 def newest_table(report: WeeklyReport, s: Section) -> Table | Text:
     wanted = newest_categories(report.by, report.categories)
-    week = s.weeks[-1].week
+    first, last = s.weeks[0].week, s.weeks[-1].week + timedelta(days=6)
     label = "class" if report.by == "re_class" else "component"
     if not s.newest:
         kinds = "resource-class" if report.by == "re_class" else "labeled"
-        return Text(f"No {kinds} issues in the week of {week} ({', '.join(wanted)}).", style="dim")
-    t = Table(title=f"Newest issues of each {label}, week of {week} – {week + timedelta(days=6)}",
+        return Text(f"No {kinds} issues from {first} to {last} ({', '.join(wanted)}).", style="dim")
+    t = Table(title=f"Newest issues of each {label}, {first} – {last}",
               title_justify="left", box=None, pad_edge=False, show_header=False, expand=True)
     refs = [format_ref(n.repo, n.number) for n in s.newest]
     t.add_column(label, no_wrap=True, style="bold", min_width=max(len(n.category) for n in s.newest))
@@ -237,87 +255,73 @@ def print_weekly(con, out: Console | None = None, weeks: int = 12, by: str = "re
     return report
 
 
-# ----------------------------------------------------------------------------------------------------- chart
+# ------------------------------------------------------------------------------------------- component shares
 
-_RESOURCE_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#b279a2", "#9d755d", "#ff9da6",
-                    "#eeca3b", "#439894"]
-_GREYS = {"non_resource": "#9e9e9e", UNSURE: "#d9c38a", UNLABELED: "#e3e3e3"}
+COMPONENTS_SCHEMA_VERSION = 1
 
 
-def category_colors(report: WeeklyReport) -> list[str]:
-    non_resource = set(taxonomy.re_class_ids()) - set(taxonomy.resource_class_ids()) if report.by == "re_class" \
-        else set()
-    colors, i = [], 0
-    for c in report.categories:
-        if c in (UNSURE, UNLABELED):
-            colors.append(_GREYS[c])
-        elif c in non_resource:
-            colors.append(_GREYS["non_resource"])
-        else:
-            colors.append(_RESOURCE_COLORS[i % len(_RESOURCE_COLORS)])
-            i += 1
-    return colors
+def _pct(x: float | None) -> str:
+    return "[dim]-[/]" if x is None else f"{x:.0%}"
 
 
-def chart_records(report: WeeklyReport) -> list[dict]:
-    """Long-format rows for the chart: one per section, week and category."""
-    order = {c: i for i, c in enumerate(report.categories)}
-    return [{"engine": s.name, "week": w.week.isoformat(), "week_end": (w.week + timedelta(days=7)).isoformat(),
-             "category": c, "order": order[c], "count": n, "share": round(w.share(c), 4), "total": w.total}
-            for s in report.sections for w in s.weeks for c, n in w.counts.items()]
+def components_dict(report: ComponentReport) -> dict:
+    """The documented JSON of `retriage report --components` (report/README.md)."""
+    return {
+        "schema_version": COMPONENTS_SCHEMA_VERSION,
+        "report": "components",
+        "model_version": report.model_version,
+        "since": report.since.isoformat() if report.since else None,
+        "until": report.until.isoformat() if report.until else None,
+        "include_prs": report.include_prs,
+        "components": list(report.components),
+        "engines": [{
+            "engine": e.engine, "name": e.name, "labeled": e.labeled_total, "resource": e.resource_total,
+            "unlabeled": e.unlabeled,
+            "components": [{
+                "component": c, "labeled": e.labeled[c], "share": _r(e.share(c)),
+                "resource": e.resource[c], "resource_share": _r(e.share(c, resource=True)),
+                "published_share": e.reference[c].share if c in e.reference else None,
+                "published_source": e.reference[c].url if c in e.reference else None,
+            } for c in report.components],
+        } for e in report.engines],
+    }
 
 
-def _monday_ticks(report: WeeklyReport, most: int = 14) -> list:
-    """Axis ticks on Mondays (every k-th week), so each label sits at the start of its bar."""
-    import altair as alt
-
-    weeks = report.weeks
-    step = max(1, -(-len(weeks) // most))
-    return [alt.DateTime(year=w.year, month=w.month, date=w.day, utc=True) for w in weeks[::step]]
-
-
-def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 260):
-    """An Altair stacked bar chart: issues per week, stacked by category, one row per section."""
-    import altair as alt
-
-    what = _what(report)
-    # Bars span their week (x..x2, Monday to Monday) on a real time axis; Vega-Lite does not stack ranged bars,
-    # so the stack is an explicit transform in the report's column order (first category at the bottom).
-    bars = alt.Chart(alt.Data(values=chart_records(report))).transform_stack(
-        stack="count", groupby=["engine", "week"], as_=["y0", "y1"], sort=[alt.SortField("order", "ascending")],
-    ).mark_bar(stroke="white", strokeWidth=0.3).encode(
-        x=alt.X("week:T", title="week (Monday, UTC)", scale=alt.Scale(type="utc"),
-                axis=alt.Axis(format="%Y-%m-%d", labelAngle=-30, values=_monday_ticks(report))),
-        x2="week_end:T",
-        y=alt.Y("y0:Q", title="issues created"),
-        y2="y1:Q",
-        color=alt.Color("category:N", title=what,
-                        scale=alt.Scale(domain=report.categories, range=category_colors(report)),
-                        sort=report.categories),
-        tooltip=[alt.Tooltip("engine:N"), alt.Tooltip("week:T", format="%Y-%m-%d"), alt.Tooltip("category:N"),
-                 alt.Tooltip("count:Q"), alt.Tooltip("share:Q", format=".0%"), alt.Tooltip("total:Q")],
-    ).properties(width=width, height=height)
-    subtitle = (f"{report.first_week} – {report.last_week} · model {report.model_version or 'none'}"
-                + ("" if report.include_prs else " · issues only"))
-    title = alt.TitleParams(f"Issues per week by {what}", subtitle=subtitle, anchor="start")
-    if len(report.sections) > 1:
-        order = [s.name for s in report.sections]
-        return bars.facet(row=alt.Row("engine:N", title=None, sort=order)).resolve_scale(y="independent") \
-            .properties(title=title)
-    return bars.properties(title=alt.TitleParams(f"Issues per week by {what} · {report.sections[0].name}"
-                                                 if report.sections else title.text,
-                                                 subtitle=subtitle, anchor="start"))
+def components_tables(report: ComponentReport) -> list:
+    period = f"{report.since or 'first issue'} – {report.until or 'last issue'}"
+    out: list = []
+    sources: dict[str, str] = {}
+    for e in report.engines:
+        t = Table(title=f"[bold]Components · {e.name}[/] · {period} · {e.labeled_total} labeled issues, "
+                        f"{e.resource_total} resource", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("component", no_wrap=True)
+        t.add_column("issues", justify="right")
+        t.add_column("share", justify="right")
+        t.add_column("resource", justify="right")
+        t.add_column("share", justify="right")
+        t.add_column("published", justify="right")
+        for c in report.components:
+            ref = e.reference.get(c)
+            if ref:
+                sources[ref.url] = ref.source
+            t.add_row(c, str(e.labeled[c]), _pct(e.share(c)), str(e.resource[c]), _pct(e.share(c, True)),
+                      f"{ref.share:.0%}" + (f" [dim]{ref.detail}[/]" if ref.detail else "") if ref else "[dim]-[/]")
+        out.append(t)
+    notes = ["share = of the engine's labeled issues; resource = RE.1–RE.4 issues (not abstained) and their share"]
+    notes += [f"published = {title}, {url}" for url, title in sources.items()]
+    if sources:
+        notes.append("the study counts coded bugs, retriage every issue the model labels: expect a gap")
+    notes.append(f"model {report.model_version or 'none shipped'}"
+                 + ("" if report.include_prs else " · pull requests excluded"))
+    out.append(Text("\n".join(notes), style="dim"))
+    return out
 
 
-def save_chart(report: WeeklyReport, path: str | Path, fmt: str | None = None) -> Path:
-    """Write the chart as PNG or self-contained HTML (JavaScript inlined, opens offline). Returns the path."""
-    path = Path(path)
-    fmt = fmt or path.suffix.lstrip(".").lower()
-    if fmt not in CHART_FORMATS:
-        raise ValueError(f"chart format must be one of {CHART_FORMATS}, not {fmt!r}")
-    chart = weekly_chart(report)
-    if fmt == "png":
-        chart.save(str(path), format="png", scale_factor=2)
-    else:
-        chart.save(str(path), format="html", inline=True)
-    return path
+def components_message(report: ComponentReport) -> str | None:
+    """Why there is nothing to show; None when some issue of the selection is labeled."""
+    if report.issues == 0:
+        return "no issues match this selection: widen --since/--until/--engine, or import some with `retriage demo`"
+    if report.labeled == 0:
+        return (f"none of the {report.issues} issues in this selection is labeled by model "
+                f"{report.model_version or '(none shipped)'}: run `retriage label`, then the report again")
+    return None

@@ -8,7 +8,8 @@ Counting rules (the report's documented contract):
 - The range is `since`..`until`, both inclusive, whole days (UTC). Without `since` it starts at the week of the
   oldest issue in the selection, without `until` it ends at the week of the newest one. The first and last
   rows count only the days inside the bounds, so they may cover part of a week. `last_weeks=N` shows the last
-  N weeks of that range.
+  N weeks of that range. A week is *partial* when it has fewer than 7 days inside the bounds and up to the
+  data's as-of day (the newest issue, or the last sync run if later): the week being mined is partial.
 - Pull requests are left out unless `include_prs`.
 - Which label counts: the prediction of one model version, by default the shipped model's
   (`retriage.classifier.current_model_version()`). An issue without a prediction of that version, or every
@@ -19,13 +20,15 @@ Counting rules (the report's documented contract):
   then `unsure`, then `unlabeled`.
 - Engines come from taxonomy/engines.toml. All issues count together unless `per_engine`, which gives one
   section per engine (issues of repositories the taxonomy does not know form a section named by the repo).
-- Each section ends with totals (of the weeks shown), the last week against the mean of the four weeks
-  before it (fewer when the range starts later; with `last_weeks` the baseline may reach before the weeks
-  shown, never before `since`), and the newest issues of each class (or component) created in the last week.
+- Each section ends with totals (of the weeks shown), the last full week against the mean of the four full
+  weeks before it (partial weeks are never compared; fewer baseline weeks when the range starts later; with
+  `last_weeks` the baseline may reach before the weeks shown, never before `since`), and the newest issues of
+  each resource class (or component) created in the weeks shown.
 
 The heavy work is three SQL statements: a GROUP BY over the issues joined to their predictions, a
 generate_series week spine crossed with the sections and PIVOTed into columns, and a window query for the
-newest issues of the last week. Python only arranges the aggregated rows.
+newest issues. Python only arranges the aggregated rows. `cell_issues` lists the issues behind each cell (for
+the HTML report).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from typing import Iterable, Sequence
 import duckdb
 
 from retriage import taxonomy
-from retriage.core.errors import UserError
+from retriage.core.days import parse_day
+from retriage.core.errors import UsageError
 
 BY_VALUES = ("re_class", "component")
 UNLABELED = "unlabeled"
@@ -70,6 +74,12 @@ class Counts:
 @dataclass(frozen=True)
 class Week(Counts):
     week: date = date.min  # the Monday
+    days: int = 7  # days of the week the data covers (inside since/until and up to the data's as-of day)
+
+    @property
+    def partial(self) -> bool:
+        """Fewer than 7 days counted: cut by --since/--until, or the data ends inside (or before) this week."""
+        return self.days < 7
 
     @property
     def iso_week(self) -> str:
@@ -85,6 +95,7 @@ class Change:
     counts: dict[str, int]
     baseline_weeks: int
     baseline: dict[str, float]  # mean per category over the baseline weeks
+    excluded: tuple[date, ...] = ()  # partial weeks after `week`, left out of the comparison
 
     @property
     def total(self) -> int:
@@ -137,12 +148,16 @@ class Section:
 
     @property
     def change(self) -> Change | None:
-        if not self.weeks:
+        """The last full week shown against the mean of the (up to BASELINE_WEEKS) full weeks before it; partial
+        weeks (the data's last week, a week cut by since/until) are never compared. None without a full week."""
+        rows = self.earlier + self.weeks
+        idx = next((i for i in range(len(rows) - 1, len(self.earlier) - 1, -1) if not rows[i].partial), None)
+        if idx is None:
             return None
-        last = self.weeks[-1]
-        before = (self.earlier + self.weeks)[-1 - BASELINE_WEEKS:-1]
+        last = rows[idx]
+        before = [w for w in rows[:idx] if not w.partial][-BASELINE_WEEKS:]
         baseline = {c: (sum(w.counts[c] for w in before) / len(before) if before else 0.0) for c in last.counts}
-        return Change(last.week, dict(last.counts), len(before), baseline)
+        return Change(last.week, dict(last.counts), len(before), baseline, tuple(w.week for w in rows[idx + 1:]))
 
 
 @dataclass
@@ -156,6 +171,11 @@ class WeeklyReport:
     until: date | None
     include_prs: bool
     sections: list[Section]
+    as_of: datetime | None = None  # the newest moment the data covers (newest issue, or last sync)
+
+    @property
+    def partial_weeks(self) -> list[date]:
+        return [w.week for w in self.sections[0].weeks if w.partial] if self.sections else []
 
     @property
     def weeks(self) -> list[date]:
@@ -195,7 +215,7 @@ def resolve_engines(names: Iterable[str] | None) -> list[taxonomy.Engine]:
             engine = taxonomy.engine_by_alias(name)
             if engine is None:
                 known = ", ".join(e.id for e in taxonomy.engines())
-                raise UserError(f"unknown engine {name!r}: use one of {known}")
+                raise UsageError(f"unknown engine {name!r}: use one of {known}")
             if engine not in out:
                 out.append(engine)
     return out
@@ -219,7 +239,7 @@ def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) ->
     if params["until"] is not None:
         where.append("i.created_at < $until")
     if newest:
-        where.append("i.created_at >= $last_week AND i.created_at < $last_week + INTERVAL 7 DAY")
+        where.append("i.created_at >= $first_week")
     return f"""
         base AS (
             SELECT i.repo, date_trunc('week', i.created_at)::DATE AS week,
@@ -247,27 +267,23 @@ def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: st
 
 
 def _parse_day(value: date | str | None, what: str) -> date | None:
+    """A day: a date, 'YYYY-MM-DD' or a span back from today ('12w', '30d', '6m'; retriage.core.days)."""
     if value is None or isinstance(value, date) and not isinstance(value, datetime):
         return value
     if isinstance(value, datetime):
         return value.date()
-    try:
-        if len(value) != 10:
-            raise ValueError
-        return date.fromisoformat(value)
-    except ValueError:
-        raise UserError(f"{what} must be a date as YYYY-MM-DD, not {value!r}") from None
+    return parse_day(value, what)
 
 
 def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date | None, date | None]:
     """The inclusive day range, after checking every option that can be wrong."""
     if by not in BY_VALUES:
-        raise UserError(f"--by must be one of {', '.join(BY_VALUES)}, not {by!r}")
+        raise UsageError(f"--by must be one of {', '.join(BY_VALUES)}, not {by!r}")
     since_day, until_day = _parse_day(since, "--since"), _parse_day(until, "--until")
     if since_day and until_day and since_day > until_day:
-        raise UserError(f"--since {since_day} is after --until {until_day}")
+        raise UsageError(f"--since {since_day} is after --until {until_day}")
     if last_weeks is not None and last_weeks < 1:
-        raise UserError(f"the number of weeks must be at least 1, not {last_weeks}")
+        raise UsageError(f"the number of weeks must be at least 1, not {last_weeks}")
     return since_day, until_day
 
 
@@ -311,13 +327,22 @@ def _pivot_sql(by: str, params: dict, categories: Sequence[str]) -> str:
         ORDER BY list_position($order, grp) NULLS LAST, grp, week"""
 
 
-def _sections(rows, categories: Sequence[str], last_weeks: int | None) -> list[Section]:
+def _days(monday: date, since: date | None, until: date | None, as_of: date | None) -> int:
+    """Days of the week starting `monday` inside since..until and up to the as-of day (0 to 7)."""
+    first = max(monday, since) if since else monday
+    last = min(d for d in (monday + timedelta(days=6), until, as_of) if d is not None)
+    return max(0, min(7, (last - first).days + 1))
+
+
+def _sections(rows, categories: Sequence[str], last_weeks: int | None, since: date | None, until: date | None,
+              as_of: date | None) -> list[Section]:
     names = {e.id: e.name for e in taxonomy.engines()} | {ALL: "all engines"}
     sections: list[Section] = []
     for grp, week, *values in rows:
         if not sections or sections[-1].engine != grp:
             sections.append(Section(grp, names.get(grp, grp), []))
-        sections[-1].weeks.append(Week(dict(zip(categories, (int(v) for v in values))), week=week))
+        sections[-1].weeks.append(Week(dict(zip(categories, (int(v) for v in values))), week=week,
+                                       days=_days(week, since, until, as_of)))
     if last_weeks is not None:
         for s in sections:
             s.earlier, s.weeks = s.weeks[:-last_weeks], s.weeks[-last_weeks:]
@@ -332,7 +357,7 @@ def _drop_empty_extras(sections: list[Section], categories: list[str], known: li
         return categories
     categories = [c for c in categories if c not in empty]
     for s in sections:
-        s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week) for w in ws]
+        s.weeks, s.earlier = ([Week({c: w.counts[c] for c in categories}, week=w.week, days=w.days) for w in ws]
                               for ws in (s.weeks, s.earlier))
     return categories
 
@@ -356,7 +381,32 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     selected = resolve_engines(engines)
     all_engines = taxonomy.engines()
     known, categories = _categories(con, by, model_version)
-    params = {
+    params = _params(selected, per_engine, model_version, include_prs, since_day, until_day)
+    monday = (lambda d: d - timedelta(days=d.weekday()))
+    pivot = _pivot_sql(by, params, categories)
+    rows = con.execute(pivot, _used(pivot, {
+        **params,
+        "lo": monday(since_day) if since_day else None,
+        "hi": monday(until_day) if until_day else None,
+        "n_weeks": last_weeks,
+        "baseline": BASELINE_WEEKS + 1,  # one more: a partial last week is not compared
+        "groups": [ALL] if not per_engine else [e.id for e in selected],
+        "order": [ALL] + [e.id for e in all_engines],
+    })).fetchall()
+    as_of = data_as_of(con)
+    sections = _sections(rows, categories, last_weeks, since_day, until_day, as_of.date() if as_of else None)
+    categories = _drop_empty_extras(sections, categories, known)
+    if sections and newest > 0:
+        _attach_newest(con, sections, by, categories, params, newest)
+    return WeeklyReport(by, categories, model_version, [e.id for e in selected], per_engine, since_day,
+                        until_day, include_prs, sections, as_of)
+
+
+def _params(selected: Sequence[taxonomy.Engine], per_engine: bool, model_version: str | None, include_prs: bool,
+            since_day: date | None, until_day: date | None) -> dict:
+    """The statement parameters every query of the report shares (selection, label source, day bounds)."""
+    all_engines = taxonomy.engines()
+    return {
         "map_repos": [r for e in all_engines for r in (e.repo, *e.former_repos)],
         "map_ids": [e.id for e in all_engines for _ in (e.repo, *e.former_repos)],
         "per_engine": per_engine,
@@ -366,23 +416,14 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         "since": datetime.combine(since_day, datetime.min.time()) if since_day else None,
         "until": datetime.combine(until_day + timedelta(days=1), datetime.min.time()) if until_day else None,
     }
-    monday = (lambda d: d - timedelta(days=d.weekday()))
-    pivot = _pivot_sql(by, params, categories)
-    rows = con.execute(pivot, _used(pivot, {
-        **params,
-        "lo": monday(since_day) if since_day else None,
-        "hi": monday(until_day) if until_day else None,
-        "n_weeks": last_weeks,
-        "baseline": BASELINE_WEEKS,
-        "groups": [ALL] if not per_engine else [e.id for e in selected],
-        "order": [ALL] + [e.id for e in all_engines],
-    })).fetchall()
-    sections = _sections(rows, categories, last_weeks)
-    categories = _drop_empty_extras(sections, categories, known)
-    if sections and newest > 0:
-        _attach_newest(con, sections, by, categories, params, newest)
-    return WeeklyReport(by, categories, model_version, [e.id for e in selected], per_engine, since_day,
-                        until_day, include_prs, sections)
+
+
+def data_as_of(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The newest moment the database covers: its newest issue or PR, or the last sync run if later.
+
+    The week holding it is partial (its later days are not mined yet), as is any week after it."""
+    return con.execute("SELECT greatest((SELECT max(created_at) FROM issues), "
+                       "(SELECT max(last_run_at) FROM sync_state))").fetchone()[0]
 
 
 def newest_categories(by: str, categories: Sequence[str]) -> list[str]:
@@ -393,26 +434,81 @@ def newest_categories(by: str, categories: Sequence[str]) -> list[str]:
     return [c for c in categories if c not in skip]
 
 
+def _newest_sql(by: str, params: dict, keys: str) -> str:
+    """Per `keys` (the section and category, or also the week): how many selected issues of the wanted
+    categories were created from $first_week, and the $limit newest of them — a top-N aggregate (max_by with
+    N), which needs no sort of all the rows."""
+    return f"""
+        WITH {_base_sql(by, params, ", i.number, i.title, i.html_url, i.created_at, p.confidence", newest=True)},
+        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
+        tagged AS (
+            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*
+            FROM base b LEFT JOIN engine_map m ON m.repo = b.repo
+            WHERE list_contains($wanted, category)),
+        top AS (
+            SELECT {keys}, count(*) AS n,
+                   max_by({{'repo': repo, 'number': number, 'title': title, 'html_url': html_url,
+                            'created_at': created_at, 'confidence': confidence}}, created_at, $limit) AS issues
+            FROM tagged GROUP BY ALL)"""
+
+
+def _issue(category, repo, number, title, html_url, created_at, confidence) -> NewestIssue:
+    return NewestIssue(category, repo, number, title or "", html_url or "", created_at, confidence)
+
+
+NEWEST_WEEKS = (1, 4)  # the newest issues are looked for in the last week, the last 4, then all weeks shown
+
+
 def _attach_newest(con, sections: list[Section], by: str, categories: Sequence[str], params: dict,
                    limit: int) -> None:
+    """The `limit` newest issues of each listed category created in the weeks shown, per section.
+
+    First over the last week, where the time filter leaves few rows to join; the categories with fewer than
+    `limit` there (in some section) are looked up again over the last NEWEST_WEEKS[1] weeks, then every week
+    shown."""
     wanted = newest_categories(by, categories)
     if not wanted:
         return
-    last = sections[0].weeks[-1].week
-    sql = f"""
-        WITH {_base_sql(by, params, ", i.number, i.title, i.html_url, i.created_at, p.confidence", newest=True)},
-        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
-        ranked AS (
-            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*,
-                   row_number() OVER (PARTITION BY grp, category ORDER BY created_at DESC, b.repo, number DESC) AS rk
-            FROM base b LEFT JOIN engine_map m ON m.repo = b.repo
-            WHERE list_contains($wanted, category))
-        SELECT grp, category, repo, number, title, html_url, created_at, confidence FROM ranked
-        WHERE rk <= $limit
-        ORDER BY grp, list_position($wanted, category), rk"""
-    rows = con.execute(sql, _used(sql, {**params, "last_week": datetime.combine(last, datetime.min.time()),
-                                         "wanted": wanted, "limit": limit})).fetchall()
+    sql = _newest_sql(by, params, "grp, category") + """
+        SELECT grp, category, n, issues FROM top ORDER BY grp, list_position($wanted, category)"""
+    shown, last = sections[0].weeks[0].week, sections[0].weeks[-1].week
+    windows = [max(shown, last - timedelta(weeks=n - 1)) for n in NEWEST_WEEKS] + [shown]
+    found: dict[tuple[str, str], list] = {}
+    for first in dict.fromkeys(windows):
+        short = [c for c in wanted if any(len(found.get((s.engine, c), [])) < limit for s in sections)]
+        if not short:
+            break
+        rows = con.execute(sql, _used(sql, {**params, "first_week": datetime.combine(first, datetime.min.time()),
+                                            "wanted": short, "limit": limit})).fetchall()
+        for grp, category, n, issues in rows:
+            if len(found.get((grp, category), [])) < limit:
+                found[(grp, category)] = issues
     by_grp = {s.engine: s for s in sections}
-    for grp, category, repo, number, title, url, created, conf in rows:
+    for (grp, category), issues in sorted(found.items(), key=lambda kv: wanted.index(kv[0][1])):
         if grp in by_grp:
-            by_grp[grp].newest.append(NewestIssue(category, repo, number, title or "", url or "", created, conf))
+            by_grp[grp].newest += [_issue(category, **x) for x in issues]
+
+
+@dataclass(frozen=True)
+class CellIssues:
+    """The newest issues of one section, week and category (what a report cell counts), and how many there are."""
+
+    issues: list[NewestIssue]
+    total: int
+
+
+def cell_issues(con: duckdb.DuckDBPyConnection, report: WeeklyReport,
+                limit: int = 10) -> dict[tuple[str, date, str], CellIssues]:
+    """(section, week, category) -> the `limit` newest issues of that cell, for the resource classes (or every
+    component) in the weeks the report shows. For the HTML report's links; one window query."""
+    wanted = newest_categories(report.by, report.categories)
+    if not report.sections or not report.weeks or not wanted:
+        return {}
+    params = _params(resolve_engines(report.engines), report.per_engine, report.model_version,
+                     report.include_prs, report.since, report.until)
+    sql = _newest_sql(report.by, params, "grp, week, category") + """
+        SELECT grp, week, category, n, issues FROM top ORDER BY grp, week, list_position($wanted, category)"""
+    first = datetime.combine(report.weeks[0], datetime.min.time())
+    rows = con.execute(sql, _used(sql, {**params, "first_week": first, "wanted": wanted, "limit": limit})).fetchall()
+    return {(grp, week, category): CellIssues([_issue(category, **x) for x in issues], int(n))
+            for grp, week, category, n, issues in rows}

@@ -113,7 +113,7 @@ def test_failures_are_one_line_and_never_show_the_token(tmp_path, server):
         (["mine", "what?"], "unknown repository 'what?'"),
     ]:
         run = retriage(*args, "--db", db)
-        assert run.returncode == 1 and run.stderr.count("\n") == 1
+        assert run.returncode == 2 and run.stderr.count("\n") == 1  # a bad option value: usage, exit 2
         assert message in run.stderr and "Traceback" not in run.stderr
 
 

@@ -185,23 +185,42 @@ def test_last_week_change_and_newest_issues(con):
     s = rep.sections[0]
     ch = s.change
     weeks = s.weeks
-    assert ch.week == weeks[-1].week and ch.baseline_weeks == 4
+    as_of = con.execute("SELECT max(created_at) FROM issues").fetchone()[0]
+    assert rep.as_of == as_of and weeks[-1].week <= as_of.date() < weeks[-1].week + timedelta(days=6)
+    assert weeks[-1].partial and weeks[-1].days == (as_of.date() - weeks[-1].week).days + 1
+    assert not any(w.partial for w in weeks[:-1])
+    # The partial last week is left out: the change is the week before against the four before that.
+    assert ch.week == weeks[-2].week and ch.excluded == (weeks[-1].week,) and ch.baseline_weeks == 4
     for c in rep.categories:
-        mean = sum(w.counts[c] for w in weeks[-5:-1]) / 4
+        mean = sum(w.counts[c] for w in weeks[-6:-2]) / 4
         assert ch.baseline[c] == pytest.approx(mean)
-        assert ch.delta(c) == pytest.approx(weeks[-1].counts[c] - mean)
-    start = datetime.combine(ch.week, datetime.min.time())
+        assert ch.delta(c) == pytest.approx(weeks[-2].counts[c] - mean)
     resource = taxonomy.resource_class_ids()
     expected = con.execute("""
         SELECT p.re_class, i.number FROM issues i JOIN predictions p USING (repo, number)
         WHERE i.repo = ? AND p.model_version = ? AND NOT p.abstained AND list_contains(?, p.re_class)
-          AND i.created_at >= ? AND i.created_at < ? + INTERVAL 7 DAY AND NOT i.is_pull_request
+          AND NOT i.is_pull_request
         QUALIFY row_number() OVER (PARTITION BY p.re_class ORDER BY i.created_at DESC) <= 3
         ORDER BY list_position(?, p.re_class), i.created_at DESC""",
-        [taxonomy.engine_by_alias("vllm").repo, MODEL, resource, start, start, resource]).fetchall()
-    assert expected, "the last vLLM week of the snapshot has resource-class issues"
-    assert [(n.category, n.number) for n in s.newest] == expected
+        [taxonomy.engine_by_alias("vllm").repo, MODEL, resource, resource]).fetchall()
+    assert expected
+    assert [(n.category, n.number) for n in s.newest] == expected  # the newest of the weeks shown
     assert all(n.html_url.endswith(f"/issues/{n.number}") for n in s.newest)
+
+
+def test_partial_first_week_and_weeks_after_the_data(con):
+    rep = weekly_report(con, engines=["vllm"], since="2025-06-04", until="2025-08-10", model_version=MODEL)
+    weeks = rep.sections[0].weeks
+    assert weeks[0].week == date(2025, 6, 2) and weeks[0].days == 5 and weeks[0].partial  # Wednesday to Sunday
+    as_of = rep.as_of.date()
+    after = [w for w in weeks if w.week > as_of]
+    assert after and all(w.days == 0 and w.total == 0 for w in after)
+    full = [w for w in weeks if not w.partial]
+    ch = rep.sections[0].change
+    assert ch.week == full[-1].week and ch.baseline_weeks == 4  # the cut first week is not in the baseline
+    assert ch.baseline_total == pytest.approx(sum(w.total for w in full[-5:-1]) / 4)
+    assert set(ch.excluded) == {w.week for w in weeks if w.week > ch.week}
+    assert rep.partial_weeks == [w.week for w in weeks if w.partial]
 
 
 def test_last_weeks_keeps_the_end_of_the_range(con):
@@ -219,15 +238,15 @@ def test_json_schema_is_stable(con):
     rep = weekly_report(con, model_version=MODEL, per_engine=True, last_weeks=8)
     doc = render.to_dict(rep)
     assert list(doc) == ["schema_version", "report", "by", "model_version", "engines", "per_engine",
-                         "include_prs", "since", "until", "first_week", "last_week", "categories", "issues",
-                         "labeled", "sections"]
-    assert doc["schema_version"] == render.SCHEMA_VERSION == 1
+                         "include_prs", "since", "until", "first_week", "last_week", "as_of", "partial_weeks",
+                         "categories", "issues", "labeled", "sections"]
+    assert doc["schema_version"] == render.SCHEMA_VERSION == 2
     section = doc["sections"][0]
     assert list(section) == ["engine", "name", "weeks", "totals", "last_week", "newest"]
-    assert list(section["weeks"][0]) == ["week", "iso_week", "total", "counts", "shares"]
+    assert list(section["weeks"][0]) == ["week", "iso_week", "days", "partial", "total", "counts", "shares"]
     assert list(section["weeks"][0]["counts"]) == [c["id"] for c in doc["categories"]]
-    assert list(section["last_week"]) == ["week", "total", "counts", "baseline_weeks", "baseline_mean", "change",
-                                          "change_ratio"]
+    assert list(section["last_week"]) == ["week", "excluded_partial_weeks", "total", "counts", "baseline_weeks",
+                                          "baseline_mean", "change", "change_ratio"]
     assert list(section["newest"][0]) == ["category", "ref", "repo", "number", "title", "created_at",
                                           "html_url", "confidence"]
     assert render.to_json(rep) == render.to_json(weekly_report(con, model_version=MODEL, per_engine=True,
@@ -248,11 +267,11 @@ def test_cli_json_and_csv_match_sql(db, con):
     got = {(w["iso_week"], c): n for w in doc["sections"][0]["weeks"] for c, n in w["counts"].items() if n}
     assert got == expected
 
-    r = _cli(db, "--by", "component", "--per-engine", "--format", "csv")
+    r = _cli(db, "--by", "component", "--per-engine", "--format", "csv", "--all")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     comps = taxonomy.component_ids()
-    assert list(rows[0]) == ["engine", "week", "iso_week", "total", *comps, "unlabeled",
+    assert list(rows[0]) == ["engine", "week", "iso_week", "days", "partial", "total", *comps, "unlabeled",
                              *(f"{c}_share" for c in [*comps, "unlabeled"])]
     for e in ("vllm", "sglang", "llama.cpp", "trtllm"):
         repo = taxonomy.engine_by_alias(e).repo
@@ -266,13 +285,16 @@ def test_cli_table_ends_with_totals_change_and_newest_links(db, con):
     r = _cli(db, "--engine", "vllm", "--weeks", "6", env={"COLUMNS": "140"})
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    for text in ("Issues per week by RE classes", "total", "4-wk mean", "Δ last week", "Newest issues",
+    for text in ("Issues per week by RE classes", "total", "4-wk mean", "Δ last full week", "Newest issues",
+                 "(partial)",
                  "https://github.com/vllm-project/vllm/issues/", *taxonomy.resource_class_ids()):
         assert text in out, text
     rep = weekly_report(con, engines=["vllm"], model_version=MODEL, last_weeks=6)
-    lines = [line.split() for line in out.splitlines()]
+    lines = [line.replace("(partial)", "").split() for line in out.splitlines()]
     for w in rep.sections[0].weeks:  # one row per week: the Monday, then the issue count
         assert [w.week.isoformat(), str(w.total)] in [cells[:2] for cells in lines], w.week
+    partial = [line for line in out.splitlines() if "(partial)" in line]
+    assert [line.split()[0] for line in partial] == [w.week.isoformat() for w in rep.sections[0].weeks if w.partial]
 
 
 @pytest.mark.slow  # renders PNG and HTML charts with vl-convert
@@ -289,7 +311,7 @@ def test_cli_charts(db, tmp_path, monkeypatch):
                                  "--format", "html", "--db", str(db)])
     assert r.exit_code == 0, r.output
     html = tmp_path / "retriage-weekly-component.html"
-    assert r.output.strip() == f"wrote chart {html}"
+    assert r.output.strip() == f"wrote report {html}"
     page = html.read_text()
     assert "vega-lite" in page and "vegaEmbed" in page  # self-contained: the Vega bundle is inlined
     assert all(f'"{c}"' in page for c in taxonomy.component_ids())
@@ -297,18 +319,20 @@ def test_cli_charts(db, tmp_path, monkeypatch):
     assert '"week_end"' in page and '"2025-07-14"' in page  # the data is in the page
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--since", "2025-02-30"], "--since must be a date as YYYY-MM-DD"),
-    (["--until", "yesterday"], "--until must be a date as YYYY-MM-DD"),
-    (["--since", "2025-03-01", "--until", "2025-02-01"], "is after --until"),
-    (["--engine", "tgi"], "unknown engine 'tgi'"),
-    (["--by", "label"], "--by must be one of re_class, component"),
-    (["--format", "xlsx"], "--format must be one of"),
-    (["--since", "2030-01-01"], "no issues match"),
+@pytest.mark.parametrize("args, message, code", [
+    (["--since", "2025-02-30"], "--since must be a day as YYYY-MM-DD", 2),
+    (["--until", "yesterday"], "--until must be a day as YYYY-MM-DD", 2),
+    (["--since", "2025-03-01", "--until", "2025-02-01"], "is after --until", 2),
+    (["--engine", "tgi"], "unknown engine 'tgi'", 2),
+    (["--by", "label"], "Invalid value for '--by'", 2),  # a declared choice: Click's check, same code
+    (["--format", "xlsx"], "Invalid value for '--format'", 2),
+    (["--weeks", "0"], "--weeks must be at least 1", 2),
+    (["--weeks", "3", "--all"], "--weeks N or --all", 2),
+    (["--since", "2030-01-01"], "no issues match", 1),  # a valid question with no answer: exit 1
 ])
-def test_cli_bad_values_are_one_line_errors(db, args, message):
+def test_cli_bad_values_are_one_line_errors(db, args, message, code):
     r = _cli(db, *args)
-    assert r.returncode == 1
+    assert r.returncode == code
     assert r.stdout == ""
     assert r.stderr.startswith("retriage: error: ") and message in r.stderr and r.stderr.count("\n") == 1
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError
 from retriage.taxonomy import Engine, engine_by_alias, engines
 
 
@@ -26,7 +26,7 @@ def detect(text: str, override: str | None = None) -> EngineGuess:
     if override:
         e = engine_by_alias(override)
         if e is None:
-            raise UserError(f"unknown engine {override!r}: use one of {', '.join(x.id for x in engines())}")
+            raise UsageError(f"unknown engine {override!r}: use one of {', '.join(x.id for x in engines())}")
         return EngineGuess(e.id, "--engine given")
     # Score = how many lines carry the engine's signals (then how many distinct signals). Counting distinct
     # signals alone misread SGLang tracebacks that pass through vLLM layers (SGLang imports them) as vLLM:

@@ -14,7 +14,7 @@ import typer
 
 from retriage.cli.options import Db, Json, print_json
 from retriage.core.console import console
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError, UserError
 from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS
 
 NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticated, which GitHub limits to "
@@ -171,8 +171,8 @@ def mine(
         sys.stderr.write(NO_TOKEN_NOTE + "\n")
     try:
         client = GitHubClient(base_url, token, seconds_between_requests=request_gap, max_requests=max_requests)
-    except GitHubError as e:
-        raise UserError(str(e)) from None
+    except GitHubError as e:  # a bad --base-url
+        raise UsageError(str(e)) from None
     since_ignored = since_dt is not None and any(load_state(con, r, "issues").cursor for r in repo_list)
     started = time.monotonic()
     with MineView(repo_list, client) as view:

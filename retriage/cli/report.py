@@ -1,7 +1,12 @@
-"""`retriage report --weekly`: options in, one library call, one output format out."""
+"""`retriage report`: options in, one library call, one output format out.
+
+`--weekly` (the default): the weekly distribution of RE classes or components. `--components`: each engine's
+component shares over a period, beside the shares a study published.
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,14 +15,20 @@ import typer
 from retriage import taxonomy
 from retriage.cli.options import Db
 from retriage.core.console import console
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError, UserError
 
 
-def _check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    v = value.strip().lower()
-    if v not in choices:
-        raise UserError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
-    return v
+class By(str, Enum):
+    re_class = "re_class"
+    component = "component"
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    html = "html"
+    png = "png"
 
 
 def _write_text(text: str, output: Optional[Path]) -> None:
@@ -32,74 +43,130 @@ def _write_text(text: str, output: Optional[Path]) -> None:
 def _check_output(output: Path) -> None:
     parent = output.expanduser().resolve().parent
     if not parent.is_dir():
-        raise UserError(f"cannot write {output}: folder {parent} does not exist")
+        raise UsageError(f"cannot write {output}: folder {parent} does not exist")
     if output.is_dir():
-        raise UserError(f"cannot write {output}: it is a folder")
+        raise UsageError(f"cannot write {output}: it is a folder")
 
 
-def _write(rep, fmt: str, output: Optional[Path]) -> None:
-    """The report in one format, to stdout or `output` (charts: to a file, by default in this folder)."""
+def _write_table(renderables: list, output: Optional[Path]) -> None:
+    from rich.console import Console, Group
+
+    if output is None:
+        console().print(Group(*renderables))
+        return
+    _check_output(output)
+    with open(output, "w", encoding="utf-8") as f:
+        Console(file=f, width=120, no_color=True, highlight=False).print(Group(*renderables))
+    typer.echo(f"wrote {output}", err=True)
+
+
+def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
+    """The weekly report in one format, to stdout or `output` (charts: to a file, by default in this folder)."""
+    from retriage.report import chart as charts
     from retriage.report import render
 
     if fmt == "json":
         _write_text(render.to_json(rep), output)
     elif fmt == "csv":
         _write_text(render.to_csv(rep), output)
-    elif fmt in render.CHART_FORMATS:
-        path = output or Path(f"retriage-weekly-{rep.by}.{fmt}")
+    elif fmt == "png":
+        path = output or Path(f"retriage-weekly-{rep.by}.png")
         _check_output(path)
-        render.save_chart(rep, path, fmt)
+        charts.save(charts.weekly_chart(rep), path, "png")
         typer.echo(f"wrote chart {path.expanduser().resolve()}")
-    elif output is not None:
-        from rich.console import Console
+    elif fmt == "html":
+        from retriage.report.html import report_html
+        from retriage.report.weekly import cell_issues
 
-        _check_output(output)
-        with open(output, "w", encoding="utf-8") as f:
-            render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
-        typer.echo(f"wrote {output}", err=True)
+        path = output or Path(f"retriage-weekly-{rep.by}.html")
+        _check_output(path)
+        path.write_text(report_html(rep, cell_issues(con, rep)), encoding="utf-8")
+        typer.echo(f"wrote report {path.expanduser().resolve()}")
     else:
-        render.print_report(rep, console())
+        _write_table(render.report_renderables(rep), output)
+
+
+def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
+    from retriage.report import chart as charts
+    from retriage.report import render
+
+    if fmt == "json":
+        _write_text(render.to_json_text(render.components_dict(rep)), output)
+    elif fmt == "csv":
+        raise UsageError("--components prints a table, --json, html or png; not csv")
+    elif fmt in ("png", "html"):
+        path = output or Path(f"retriage-components.{fmt}")
+        _check_output(path)
+        charts.save(charts.component_chart(rep), path, fmt)
+        typer.echo(f"wrote chart {path.expanduser().resolve()}")
+    else:
+        _write_table(render.components_tables(rep), output)
 
 
 def report(
-    weekly: bool = typer.Option(True, "--weekly", help="Weekly distribution (the only period so far)."),
+    weekly: bool = typer.Option(False, "--weekly", help="Weekly distribution (the default)."),
+    components: bool = typer.Option(False, "--components", help="Each engine's component shares over the "
+                                    "period, beside the shares published by arXiv 2506.09713."),
     engine: Optional[List[str]] = typer.Option(
         None, "--engine", "-e", help=f"Only this engine ({', '.join(e.id for e in taxonomy.engines())}); "
         "repeatable. Default: every issue in the database."),
-    since: Optional[str] = typer.Option(None, help="First day, YYYY-MM-DD (inclusive, UTC)."),
-    until: Optional[str] = typer.Option(None, help="Last day, YYYY-MM-DD (inclusive, UTC)."),
-    by: str = typer.Option("re_class", help="Columns: re_class or component."),
+    since: Optional[str] = typer.Option(None, help="First day, YYYY-MM-DD or 12w/30d/6m back (inclusive, UTC)."),
+    until: Optional[str] = typer.Option(None, help="Last day, YYYY-MM-DD or 12w/30d/6m back (inclusive, UTC)."),
+    by: By = typer.Option(By.re_class, case_sensitive=False, help="Columns of the weekly report."),
     include_prs: bool = typer.Option(False, "--include-prs", help="Count pull requests too."),
     per_engine: bool = typer.Option(False, "--per-engine", help="One table per engine instead of all together."),
-    weeks: Optional[int] = typer.Option(None, help="Only the last N weeks of the range."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table, csv, json, html or png (chart)."),
+    weeks: Optional[int] = typer.Option(None, help="Only the last N weeks of the range (default 12 without "
+                                        "--since)."),
+    all_weeks: bool = typer.Option(False, "--all", help="Every week of the range (no 12-week default)."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", case_sensitive=False,
+                               help="html = page with chart, tables and issue links; png = the chart."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (same as --format json)."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Write here instead of stdout; html/png default to "
-        "./retriage-weekly-<by>.<format>."),
+        "./retriage-weekly-<by>.<format> (./retriage-components.<format>)."),
     model_version: Optional[str] = typer.Option(
         None, "--model-version", envvar="RETRIAGE_MODEL_VERSION",
         help="Count this model version's predictions (default: the shipped model)."),
     db: Optional[str] = Db,
 ):
-    """Weekly distribution of RE classes (or components) per ISO week of issue creation.
+    """Weekly distribution of RE classes (or components) per ISO week of issue creation, or --components.
 
-    Rows are ISO weeks (Monday start, UTC), with zeros for weeks without issues; columns the RE classes (or
-    components), `unsure` when the classifier abstained and `unlabeled` for issues the model has not labeled.
-    Ends with totals, the last week against the mean of the 4 weeks before, and the newest issues of each class.
+    Rows are ISO weeks (Monday start, UTC), with zeros for weeks without issues; the last 12 unless --since,
+    --weeks or --all. Columns the RE classes (or components), `unsure` when the classifier abstained and
+    `unlabeled` for issues the model has not labeled. A week with fewer than 7 days of data is marked
+    (partial) and not compared: "Δ last full week" is the last full week against the mean of the 4 before.
+    Ends with the newest issues of each resource class, linked.
     """
     from retriage.db.store import connect
     from retriage.report import render
-    from retriage.report.weekly import BY_VALUES, CURRENT_MODEL, weekly_report
+    from retriage.report.weekly import CURRENT_MODEL, weekly_report
 
-    by = _check_choice(by, BY_VALUES, "--by")
-    fmt = _check_choice(fmt, render.FORMATS, "--format")
+    fmt_name = "json" if as_json else fmt.value
+    if weekly and components:
+        raise UsageError("give --weekly or --components, not both")
     if weeks is not None and weeks < 1:
-        raise UserError(f"--weeks must be at least 1, not {weeks}")
+        raise UsageError(f"--weeks must be at least 1, not {weeks}")
+    if weeks is not None and all_weeks:
+        raise UsageError("give --weeks N or --all, not both")
+    model = model_version or CURRENT_MODEL
+    if components:
+        from retriage.report.components import component_shares
+
+        if per_engine or by is not By.re_class or weeks is not None or all_weeks:
+            raise UsageError("--components takes --engine, --since, --until, --include-prs and an output format")
+        con = connect(db, read_only=True)
+        rep = component_shares(con, engines=engine, since=since, until=until, model_version=model,
+                               include_prs=include_prs)
+        message = render.components_message(rep)
+        if message:
+            raise UserError(message)
+        _write_components(rep, fmt_name, output)
+        return
+    last_weeks = weeks if weeks is not None else None if all_weeks or since else render.DEFAULT_WEEKS
     con = connect(db, read_only=True)
-    rep = weekly_report(con, engines=engine, since=since, until=until, by=by, include_prs=include_prs,
-                        model_version=model_version or CURRENT_MODEL, per_engine=per_engine, last_weeks=weeks)
+    rep = weekly_report(con, engines=engine, since=since, until=until, by=by.value, include_prs=include_prs,
+                        model_version=model, per_engine=per_engine, last_weeks=last_weeks)
     message = render.no_labels_message(rep)
     if message:
         raise UserError(message)
-
-    _write(rep, fmt, output)
+    _write_weekly(con, rep, fmt_name, output)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from retriage.core.errors import UserError
+from retriage.core.errors import UsageError
 from retriage.taxonomy import canonical_repo, engine_by_alias, engines
 
 _URL_RE = re.compile(r"^(?:https?://)?(?:www\.)?github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)(?:[/?#].*)?$")
@@ -26,8 +26,8 @@ def parse_ref(ref: str) -> tuple[str, int]:
         if engine:
             return engine.repo, number
         known = ", ".join(e.id for e in engines())
-        raise UserError(f"unknown engine {name!r} in {ref!r}: use one of {known}, or owner/name#N")
-    raise UserError(f"cannot read issue reference {ref!r}: use e.g. vllm#7472, owner/name#N or an issue URL")
+        raise UsageError(f"unknown engine {name!r} in {ref!r}: use one of {known}, or owner/name#N")
+    raise UsageError(f"cannot read issue reference {ref!r}: use e.g. vllm#7472, owner/name#N or an issue URL")
 
 
 def format_ref(repo: str, number: int) -> str:
