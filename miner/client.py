@@ -113,7 +113,7 @@ class GitHubClient:
     def __init__(self, base_url: str = DEFAULT_BASE_URL, token: str | None = None,
                  policy: RetryPolicy | None = None, seconds_between_requests: float = 0.25,
                  max_requests: int | None = None, on_wait: WaitCallback | None = None,
-                 timeout: int = 30, per_page: int = 100):
+                 timeout: int = 30, per_page: int = 100, connect_timeout: float | None = None):
         from github import Auth, Github  # heavy: only when a client is made
 
         parts = urlsplit(base_url)
@@ -136,8 +136,14 @@ class GitHubClient:
                           retry=None, timeout=timeout, seconds_between_requests=seconds_between_requests or None,
                           user_agent=USER_AGENT)
         self._requester = self._gh.requester
+        if connect_timeout is not None:  # requests' (connect, read) pair; PyGithub's Github() accepts one int only
+            from github.Requester import Requester
+
+            self._requester = Requester(**dict(self._requester.kwargs, timeout=(connect_timeout, timeout)))
 
     def close(self) -> None:
+        if self._requester is not self._gh.requester:
+            self._requester.close()
         self._gh.close()
 
     def redact(self, text: str) -> str:
@@ -174,12 +180,14 @@ class GitHubClient:
             delay = min(self.policy.backoff_cap, self.policy.backoff_base * 2 ** (failures - 1))
             self._wait(delay, f"{outcome.reason}; retry {failures} of {self.policy.attempts - 1}")
 
-    def _attempt(self, url: str, params: dict | None, headers: dict) -> Page | _Retry:
+    def _attempt(self, url: str, params: dict | None, headers: dict, method: str = "GET",
+                 payload: Any = None) -> Page | _Retry:
         """One request. Raises GitHubError for answers that retrying cannot fix."""
         import requests
 
         try:
-            status, resp_headers, body = self._requester.requestJson("GET", url, parameters=params, headers=headers)
+            status, resp_headers, body = self._requester.requestJson(method, url, parameters=params,
+                                                                     headers=headers, input=payload)
         except (requests.exceptions.RequestException, http.client.HTTPException, OSError) as e:
             return _Retry(f"connection failed ({type(e).__name__})")
         except RuntimeError as e:  # PyGithub: a redirect to another host or scheme
@@ -220,6 +228,29 @@ class GitHubClient:
             self._secondary_hits += 1
             return _Retry("secondary rate limit", self.policy.secondary_wait * 2 ** (self._secondary_hits - 1))
         return None
+
+    # -- one write (POST, PATCH, DELETE) -----------------------------------------------------------------------
+    def send(self, method: str, url: str, payload: Any = None) -> Any:
+        """One write; its parsed JSON answer (None for 204). Rate limits are waited out as for a GET (the request
+        was refused, so repeating it is safe); a connection error or a 5xx is NOT repeated, as the write may have
+        happened: a GitHubError instead."""
+        self._check_same_origin(url)
+        rate_waits = 0
+        while True:
+            self._wait_for_reset_if_exhausted()
+            self.requests += 1
+            outcome = self._attempt(url, None, {"Accept": "application/vnd.github+json"}, method, payload)
+            if isinstance(outcome, Page):
+                self._secondary_hits = 0
+                return outcome.data
+            if outcome.wait is None:
+                raise GitHubError(self.redact(f"{method} {self._where(url)}: {outcome.reason}; not repeated "
+                                              f"(it may have been applied)"), kind="unavailable")
+            rate_waits += 1
+            if rate_waits > self.policy.rate_limit_waits:
+                raise GitHubError(self.redact(f"{outcome.reason}; still limited after {rate_waits - 1} waits, "
+                                              f"run again later"), kind="rate_limit")
+            self._wait(outcome.wait, outcome.reason)
 
     # -- rate-limit bookkeeping --------------------------------------------------------------------------------
     def _note_rate(self, headers: dict) -> None:
