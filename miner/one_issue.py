@@ -6,17 +6,15 @@ Requests: GET /repos/O/R/issues/N, then its comments and its timeline (100 a pag
 stored, and the ones whose body says "fixes #N" are linked to the issue (`issue_links`, as `mine` links every PR).
 A server without the timeline (404) costs the links only.
 
-Quick by design, for a command a person is waiting on (`show`, `comment`): a connect timeout of 1.5 s, the host
-name resolved within the same bound, no repeat after a connection error, rate limits waited only briefly. The
+Quick by design, for a command a person is waiting on (`show`, `comment`): the host checked first (miner/reach.py:
+name and connection within 1.5 s each), a connect timeout of 1.5 s, no repeat after a connection error, rate
+limits waited only briefly. The
 token rules are the miner's (miner/client.py): GH_TOKEN, then GITHUB_TOKEN, never in a message.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import duckdb
 
@@ -25,8 +23,8 @@ from retriage.db.records import RecordError, comment_row, issue_row
 from retriage.db.store import transaction
 from retriage.miner.client import GitHubClient, GitHubError, RetryPolicy
 from retriage.miner.links import fixed_issues, store_pr_links
+from retriage.miner.reach import CONNECT_TIMEOUT, check_reachable
 
-CONNECT_TIMEOUT = 1.5  # seconds, for the name lookup and for the TCP connection each
 READ_TIMEOUT = 30
 QUICK_POLICY = RetryPolicy(attempts=1, rate_limit_waits=2, secondary_wait=5.0, max_wait=60.0)
 MAX_PAGES = 10  # per listing: 1,000 comments or timeline events
@@ -45,40 +43,11 @@ class FetchedIssue:
     requests: int
 
 
-def _resolves(host: str, seconds: float) -> bool:
-    """Whether `host` resolves within `seconds` (getaddrinfo has no timeout of its own)."""
-    done: dict = {}
-
-    def work():
-        try:
-            socket.getaddrinfo(host, None)
-            done["ok"] = True
-        except OSError:
-            done["ok"] = False
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    t.join(seconds)
-    return done.get("ok", False)
-
-
 def quick_client(base_url: str, token: str | None) -> GitHubClient:
-    """A client for one issue's requests; a GitHubError (kind "unavailable") at once if the host is unknown."""
-    host = urlsplit(base_url).hostname or ""
-    client = GitHubClient(base_url, token, policy=QUICK_POLICY, seconds_between_requests=0, timeout=READ_TIMEOUT,
-                          connect_timeout=CONNECT_TIMEOUT)
-    if host and not _proxied(base_url) and not _resolves(host, CONNECT_TIMEOUT):
-        client.close()
-        raise GitHubError(f"cannot reach {host}: the name does not resolve", kind="unavailable")
-    return client
-
-
-def _proxied(url: str) -> bool:
-    """Whether requests would send `url` through a proxy (which resolves the name itself)."""
-    from requests.utils import get_environ_proxies
-
-    scheme = urlsplit(url).scheme
-    return bool(get_environ_proxies(url).get(scheme) or get_environ_proxies(url).get("all"))
+    """A client for one issue's requests; a GitHubError (kind "unavailable") at once if the host is unreachable."""
+    check_reachable(base_url, CONNECT_TIMEOUT)
+    return GitHubClient(base_url, token, policy=QUICK_POLICY, seconds_between_requests=0, timeout=READ_TIMEOUT,
+                        connect_timeout=CONNECT_TIMEOUT)
 
 
 def all_pages(client: GitHubClient, path: str) -> tuple[list, bool]:
