@@ -133,3 +133,32 @@ def test_config_file_overrides_thresholds_and_rejects_bad_values(tmp_path):
 def test_fence_is_longer_than_any_backtick_run(text):
     fence = safe.fence_for(text)
     assert len(fence) >= 3 and len(fence) > max(len(m) for m in re.findall(r"`+", text))
+
+
+def test_a_bare_issue_number_takes_the_repository_from_github_actions():
+    from retriage.bot.run import issue_ref
+
+    assert issue_ref("123", {"GITHUB_REPOSITORY": "vllm-project/vllm"}) == ("vllm-project/vllm", 123)
+    assert issue_ref("sglang#5", {}) == ("sgl-project/sglang", 5)
+    with pytest.raises(UserError, match="GITHUB_REPOSITORY"):
+        issue_ref("123", {})
+
+
+def test_the_workflow_runs_on_new_and_edited_issues_with_write_access_and_a_cached_database():
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((Path(__file__).resolve().parents[1] / ".github/workflows/retriage-triage.yml").read_text())
+    on = wf[True]  # YAML 1.1 reads the key `on` as true
+    assert set(on["issues"]["types"]) == {"opened", "edited"} and "issues" in on["workflow_dispatch"]["inputs"]
+    assert wf["permissions"] == {"issues": "write", "contents": "read"}
+    steps = wf["jobs"]["triage"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert any(u.startswith("actions/cache/restore@") for u in uses)
+    assert any(u.startswith("actions/cache/save@") for u in uses)
+    assert next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))["with"]["cache"] == "pip"
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "retriage comment ${{ github.event.issue.number }} --post" in runs
+    assert "download.pytorch.org/whl/cpu" in runs
+    post = next(s for s in steps if "github.event.issue.number }} --post" in s.get("run", ""))
+    assert post["env"]["GH_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"

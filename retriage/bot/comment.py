@@ -41,7 +41,7 @@ def _class_section(v: Verdict, cfg: BotConfig) -> str:
     if r.component_confidence >= cfg.component_confidence:
         text += f" · component {safe.code_span(r.component)} ({r.component_confidence:.2f})"
     if r.disagreement:
-        text += f"\n\n_Note: {safe.inline(r.disagreement, 200)}._"
+        text += f"\n\n_Note: {safe.clean(r.disagreement)}._"  # our own words: rule id, classes, confidence
     return text
 
 
@@ -50,7 +50,8 @@ def _fix_section(fix: dict, engine: str | None, cfg: BotConfig, heading: str) ->
              f"fix {safe.code_span(fix['tag'])})", ""]
     for n, step in enumerate(fix["steps"][: cfg.max_steps], 1):
         lines.append(f"{n}. {safe.clean(' '.join(step.split()))}")
-    for caveat in fix["caveats"][:2]:
+    others = tuple(f"{e.name}:" for e in engines() if e.id != engine)
+    for caveat in [c for c in fix["caveats"] if not c.startswith(others)][:2]:  # another engine's caveat: not here
         lines.append(f"\n> {safe.clean(' '.join(caveat.split()))}")
     repo = next((e.repo for e in engines() if e.id == engine), None)
     links = [s for s in fix["sources"] if s.startswith("https://")]

@@ -55,11 +55,26 @@ def _redact(text: str | None, token: str | None) -> str | None:
     return text.replace(token, "***") if text and token else text
 
 
+def issue_ref(ref: str, env: dict | None = None) -> tuple[str, int]:
+    """REF as `parse_ref` reads it, or a bare issue number of the repository in GITHUB_REPOSITORY (as in a
+    GitHub Actions run)."""
+    import os
+
+    env = os.environ if env is None else env
+    text = ref.strip().lstrip("#")
+    if text.isdigit():
+        repo = (env.get("GITHUB_REPOSITORY") or "").strip()
+        if not repo:
+            raise UserError(f"{ref!r} is a bare number: give owner/name#{text}, or set GITHUB_REPOSITORY", exit_code=2)
+        return parse_ref(f"{repo}#{text}")
+    return parse_ref(ref)
+
+
 def comment_on_issue(db: str | None, ref: str, post: bool = False, label: bool = False,
                      base_url: str = DEFAULT_BASE_URL, fetch: bool = True, config: BotConfig | None = None,
                      token: str | None = None) -> CommentRun:
     cfg = config or load_config()
-    repo, number = parse_ref(ref)
+    repo, number = issue_ref(ref)
     if post and not fetch:
         raise UserError("--post writes to GitHub: it cannot be combined with --offline", exit_code=2)
     if post and token is None:

@@ -12,7 +12,8 @@ from retriage.cli.options import BaseUrl, Db, Json, Offline, print_json
 
 
 def comment(
-    ref: str = typer.Argument(..., help="The issue: vllm#123, owner/name#N or an issue URL."),
+    ref: str = typer.Argument(..., help="The issue: vllm#123, owner/name#N, an issue URL, or a bare number of "
+                              "the repository in GITHUB_REPOSITORY (GitHub Actions)."),
     post: bool = typer.Option(False, "--post", help="Create the one retriage comment on the issue, or update it "
                               "(or delete it when nothing is left to say). Needs GH_TOKEN or GITHUB_TOKEN."),
     label: bool = typer.Option(False, "--label", help="Add the labels taxonomy/bot.toml maps a confident class "
