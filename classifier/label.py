@@ -32,7 +32,14 @@ class LabelResult:
     model_version: str
 
 
-def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
+def pending(con: duckdb.DuckDBPyConnection, model_version: str,
+            keys: list[tuple[str, int]] | None = None) -> list[tuple]:
+    """Issues without a prediction of this model; with `keys`, those issues whatever they have (a relabel)."""
+    if keys is not None:
+        return con.execute(
+            """SELECT repo, number, title, body FROM issues WHERE NOT is_pull_request
+               AND list_contains(?::TEXT[], repo || '#' || number) ORDER BY repo, number""",
+            [[f"{r}#{n}" for r, n in keys]]).fetchall()
     return con.execute(
         """SELECT i.repo, i.number, i.title, i.body FROM issues i
            WHERE NOT i.is_pull_request AND NOT EXISTS (
@@ -42,10 +49,12 @@ def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
 
 def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None = None,
                    progress: Callable[[int], None] | None = None, embedder: Embedder | None = None,
-                   on_total: Callable[[int], None] | None = None) -> LabelResult:
+                   on_total: Callable[[int], None] | None = None,
+                   keys: list[tuple[str, int]] | None = None) -> LabelResult:
+    """Label what has no prediction of the model, or with `keys` those issues (again if need be)."""
     model = model or IssueClassifier.load()
     version = model.version
-    todo = pending(con, version)
+    todo = pending(con, version, keys)
     total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
     if on_total:
         on_total(len(todo))

@@ -130,3 +130,13 @@ def replace_pr_links(con: duckdb.DuckDBPyConnection, prs: dict[str, list[int]],
         con.execute(f"DELETE FROM issue_links {where}", [repo, numbers])
     save_links(con, links)
     return len(set(links) - before)
+
+
+def delete_issue_comments_except(con: duckdb.DuckDBPyConnection, repo: str, number: int, keep: list[int]) -> int:
+    """Drop the stored comments of one issue that are not in `keep` (deleted on GitHub since); returns how many."""
+    gone = con.execute("SELECT count(*) FROM comments WHERE repo = ? AND issue_number = ? "
+                       "AND NOT list_contains(?::BIGINT[], id)", [repo, number, keep]).fetchone()[0]
+    if gone:
+        con.execute("DELETE FROM comments WHERE repo = ? AND issue_number = ? AND NOT list_contains(?::BIGINT[], id)",
+                    [repo, number, keep])
+    return gone

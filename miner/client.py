@@ -21,6 +21,8 @@ this module makes are passed through `redact`, so not even a server echoing it b
 
 from __future__ import annotations
 
+import dataclasses
+
 import email.utils
 import http.client
 import json
@@ -166,7 +168,7 @@ class GitHubClient:
     def __init__(self, base_url: str = DEFAULT_BASE_URL, token: str | None = None,
                  policy: RetryPolicy | None = None, seconds_between_requests: float = 0.0,
                  max_requests: int | None = None, on_wait: WaitCallback | None = None,
-                 per_page: int = 100):
+                 per_page: int = 100, timeout: float | None = None, connect_timeout: float | None = None):
         from github import Auth, Github  # heavy: only when a client is made
 
         from retriage.miner import transport
@@ -179,6 +181,10 @@ class GitHubClient:
         self._token = token
         self.authenticated = token is not None
         self.policy = policy or RetryPolicy()
+        if timeout is not None or connect_timeout is not None:  # overrides of the policy's timeouts
+            self.policy = dataclasses.replace(
+                self.policy, read_timeout=self.policy.read_timeout if timeout is None else float(timeout),
+                connect_timeout=self.policy.connect_timeout if connect_timeout is None else float(connect_timeout))
         self.max_requests = max_requests
         self.on_wait = on_wait
         self.per_page = per_page
@@ -240,14 +246,16 @@ class GitHubClient:
             delay = min(self.policy.backoff_cap, self.policy.backoff_base * 2 ** (failures - 1))
             self._wait(delay, f"{outcome.reason}; retry {failures} of {self.policy.attempts - 1}")
 
-    def _attempt(self, url: str, params: dict | None, headers: dict) -> Page | _Retry:
+    def _attempt(self, url: str, params: dict | None, headers: dict, method: str = "GET",
+                 payload: Any = None) -> Page | _Retry:
         """One request. Raises GitHubError for answers that retrying cannot fix."""
         import requests
 
         from retriage.miner.transport import DeadlineExceeded
 
         try:
-            status, resp_headers, body = self._requester.requestJson("GET", url, parameters=params, headers=headers)
+            status, resp_headers, body = self._requester.requestJson(method, url, parameters=params,
+                                                                     headers=headers, input=payload)
         except DeadlineExceeded:
             return _Retry(f"no complete answer from {self._where(url)} within {self.policy.deadline:g} s")
         except requests.exceptions.ConnectionError as e:
@@ -293,6 +301,29 @@ class GitHubClient:
             self._secondary_hits += 1
             return _Retry("secondary rate limit", self.policy.secondary_wait * 2 ** (self._secondary_hits - 1))
         return None
+
+    # -- one write (POST, PATCH, DELETE) -----------------------------------------------------------------------
+    def send(self, method: str, url: str, payload: Any = None) -> Any:
+        """One write; its parsed JSON answer (None for 204). Rate limits are waited out as for a GET (the request
+        was refused, so repeating it is safe); a connection error or a 5xx is NOT repeated, as the write may have
+        happened: a GitHubError instead."""
+        self._check_same_origin(url)
+        rate_waits = 0
+        while True:
+            self._wait_for_reset_if_exhausted()
+            self.requests += 1
+            outcome = self._attempt(url, None, {"Accept": "application/vnd.github+json"}, method, payload)
+            if isinstance(outcome, Page):
+                self._secondary_hits = 0
+                return outcome.data
+            if outcome.wait is None:
+                raise GitHubError(self.redact(f"{method} {self._where(url)}: {outcome.reason}; not repeated "
+                                              f"(it may have been applied)"), kind="unavailable")
+            rate_waits += 1
+            if rate_waits > self.policy.rate_limit_waits:
+                raise GitHubError(self.redact(f"{outcome.reason}; still limited after {rate_waits - 1} waits, "
+                                              f"run again later"), kind="rate_limit")
+            self._wait(outcome.wait, outcome.reason)
 
     # -- rate-limit bookkeeping --------------------------------------------------------------------------------
     def _note_rate(self, headers: dict) -> None:

@@ -30,6 +30,7 @@ def run_cli(*args: str, db: Path | None = None, input: str | bytes | None = None
     """Run `retriage ARGS` in a fresh process, as a user would."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("RETRIAGE_DB",)}
     full_env["HF_HUB_OFFLINE"] = "1"
+    full_env["RETRIAGE_OFFLINE"] = "1"  # `show` never asks api.github.com from a test (RETRIAGE_OFFLINE=0 to fetch)
     if env:
         full_env.update(env)
     cmd = [sys.executable, "-m", "retriage.cli", *args]

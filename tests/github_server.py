@@ -32,6 +32,21 @@ shift when an item listed earlier is edited; by default they are `after` cursors
 
 Run `python tests/github_server.py --latency 0.003` to serve the whole corpus; it prints the base URL, then a JSON
 line with the number of issues and comments per repository.
+
+What the bot (`retriage comment --post --label`) needs, besides:
+
+  GET    /user                              the token's user (the bot, a "Bot" account)
+  GET    /repos/O/R/labels                  the repository's labels: every label on its issues, plus `set_labels`
+  GET    /repos/O/R/issues/N/timeline       cross-referenced events: each pull request whose body mentions #N
+  POST   /repos/O/R/issues/N/comments       {"body"} -> 201, a comment by the bot
+  PATCH  /repos/O/R/issues/comments/ID      {"body"} -> 200
+  DELETE /repos/O/R/issues/comments/ID      -> 204
+  POST   /repos/O/R/issues/N/labels         {"labels": [...]} -> 200; like GitHub, a missing label is created
+  PATCH  /repos/O/R/issues/N                {"state", "locked", ...} -> 200 (recorded: the bot must never send it)
+
+Writes need the token (401 otherwise); a comment body over 65,536 characters answers 422 as GitHub does. Every
+write is recorded in `writes` (method, path, JSON body, status) for tests to assert. `put_issue` adds an issue
+with a given number, to a repository the corpus does not have if need be (TensorRT-LLM records).
 """
 
 from __future__ import annotations
@@ -46,6 +61,7 @@ import io
 import itertools
 import json
 import math
+import re
 import signal
 import socket
 import struct
@@ -304,6 +320,7 @@ class GitHubServer:
         newest = max((o["updated_at"] for d in self.data.values() for o in [*d.issues.values(),
                       *d.comments.values()]), default="2025-01-01T00:00:00Z")
         self._clock = _parse(newest) + timedelta(days=1)
+        self._init_writes()
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> "GitHubServer":
@@ -396,13 +413,13 @@ class GitHubServer:
             d.issues[number] = issue
             return dict(issue)
 
-    def add_comment(self, repo: str, number: int, body: str) -> dict:
-        """A new comment; like GitHub, it moves the issue's updated_at too."""
+    def add_comment(self, repo: str, number: int, body: str, user: dict | None = None) -> dict:
+        """A new comment (by `user`, else a derived one); like GitHub, it moves the issue's updated_at too."""
         with self._lock:
             d = self.data[repo]
             cid = max(d.comments, default=(list(self.data).index(repo) + 1) * 10**9) + 1
             now = self.tick()
-            comment = {"user": RepoData._user(cid), "created_at": now, "updated_at": now,
+            comment = {"user": dict(user) if user else RepoData._user(cid), "created_at": now, "updated_at": now,
                        "author_association": "NONE", "body": body, **d._comment_urls(number, cid)}
             d.comments[cid] = comment
             issue = d.issues[number]
@@ -458,6 +475,8 @@ class GitHubServer:
         parts = [p for p in path.split("/") if p]
         if parts == ["rate_limit"]:
             return 200, {"resources": {"core": {}}}, {}
+        if parts == ["user"]:
+            return 200, dict(self.bot_user), {}
         if len(parts) < 3 or parts[0] != "repos":
             return 404, {"message": "Not Found"}, {}
         full = f"{parts[1]}/{parts[2]}"
@@ -488,7 +507,7 @@ class GitHubServer:
                 if rest[2:] == ["comments"]:
                     mine = [c for c in d.comments.values() if c["issue_url"] == issue["url"]]
                     return self._list_comments(mine, path, params)
-        return 404, {"message": "Not Found"}, {}
+            return self._route_bot_reads(d, rest, path, params)
 
     def _per_page(self, params: dict) -> int:
         return max(1, min(int(params.get("per_page") or 30), 100, self.max_per_page))
@@ -555,6 +574,158 @@ class GitHubServer:
         def match(c):
             return self._after(c, since)
         return self._page(path, objects, match, sort_field, params, path, direction="asc")
+
+    # -- the bot's side: labels, timeline, writes (retriage comment --post --label) ----------------------------
+    BOT_USER = {"login": "retriage-bot[bot]", "id": 41898282, "type": "Bot",
+                "html_url": "https://github.com/apps/retriage-bot"}
+    MAX_COMMENT = 65536  # GitHub: "body is too long (maximum is 65536 characters)"
+
+    def _init_writes(self) -> None:
+        self.writes: list[dict] = []            # every POST/PATCH/DELETE: method, path, body, status
+        self.bot_user = dict(self.BOT_USER)     # whom the token belongs to
+        self._extra_labels: dict[str, set[str]] = {}
+
+    def set_labels(self, repo: str, names: list[str]) -> None:
+        """Labels the repository has besides those on its issues."""
+        with self._lock:
+            self._extra_labels.setdefault(repo, set()).update(names)
+            self._version += 1
+
+    def repo_labels(self, repo: str) -> list[str]:
+        with self._lock:
+            return sorted(lab["name"] for lab in self._label_objects(self.data[repo]))
+
+    def bot_comments(self, repo: str, number: int) -> list[dict]:
+        """The comments the bot's token wrote on one issue, oldest first."""
+        with self._lock:
+            d = self.data[repo]
+            url = d.issues[number]["url"]
+            return [dict(c) for c in sorted(d.comments.values(), key=lambda c: c["id"])
+                    if c["issue_url"] == url and c["user"]["login"] == self.bot_user["login"]]
+
+    def put_issue(self, repo: str, record: dict) -> dict:
+        """An issue with the record's own number (corpus shape: number, title, body, labels, state, created_at,
+        closed_at), in a repository added for it if the server does not hold one yet."""
+        with self._lock:
+            if repo not in self.data:
+                self.data[repo] = RepoData(repo, [], self.base_url, len(self.data))
+            d = self.data[repo]
+            now = self.tick()
+            full = {"labels": [], "state": "open", "created_at": now, "closed_at": None, "comments": 0,
+                    "author_association": "NONE", **record}
+            issue, comments = d._derive(full, set(), [])
+            d.issues[issue["number"]] = issue
+            for c in comments:
+                cid = max(d.comments, default=(list(self.data).index(repo) + 1) * 10**9) + 1
+                del c["_issue"], c["_k"]
+                c.update(d._comment_urls(issue["number"], cid))
+                d.comments[cid] = c
+            return dict(issue)
+
+    def _label_objects(self, d: RepoData) -> list[dict]:
+        names: dict[str, str] = {}
+        for issue in d.issues.values():
+            for lab in issue["labels"]:
+                names.setdefault(lab["name"].lower(), lab["name"])
+        for name in self._extra_labels.get(d.full_name, ()):
+            names.setdefault(name.lower(), name)
+        return [{"id": _h(d.full_name, name) % 10**9, "name": name, "color": "ededed", "default": False,
+                 "url": f"{self.api_root(d)}/labels/{name}"} for name in sorted(names.values())]
+
+    def api_root(self, d: RepoData) -> str:
+        return f"{self.base_url}/repos/{d.full_name}"
+
+    def _route_bot_reads(self, d: RepoData, rest: list[str], path: str, params: dict):
+        """GETs beyond the miner's: the repository's labels and an issue's timeline."""
+        if rest == ["labels"]:
+            return self._page(path, self._label_objects(d), lambda o: True, "name", params, path, direction="asc")
+        if len(rest) == 3 and rest[0] == "issues" and rest[1].isdigit() and rest[2] == "timeline":
+            issue = d.issues.get(int(rest[1]))
+            if issue is None:
+                return 404, {"message": "Not Found"}, {}
+            n = issue["number"]
+            mention = re.compile(rf"(?<![\w/])(?:[\w.-]+/[\w.-]+)?#{n}(?![\d\w])|/issues/{n}(?!\d)")
+            events = [{"id": 7 * 10**9 + pr["number"], "event": "cross-referenced", "created_at": pr["created_at"],
+                       "updated_at": pr["created_at"], "actor": pr["user"],
+                       "source": {"type": "issue", "issue": pr}}
+                      for pr in d.issues.values()
+                      if "pull_request" in pr and pr["number"] != n and mention.search(pr.get("body") or "")]
+            return self._page(path, events, lambda o: True, "created_at", params, path, direction="asc")
+        return 404, {"message": "Not Found"}, {}
+
+    def route_write(self, method: str, path: str, payload, authed: bool) -> tuple[int, object]:
+        """-> (status, JSON body) for a POST, PATCH or DELETE; recorded in `writes`."""
+        status, body = self._write(method, path, payload, authed)
+        with self._lock:
+            self.writes.append({"method": method, "path": path, "body": payload, "status": status})
+        return status, body
+
+    def _write(self, method: str, path: str, payload, authed: bool) -> tuple[int, object]:
+        if not authed:
+            return 401, {"message": "Requires authentication"}
+        parts = [p for p in path.split("/") if p]
+        if len(parts) < 5 or parts[0] != "repos" or parts[3] != "issues":
+            return 404, {"message": "Not Found"}
+        d = next((v for k, v in self.data.items() if k.lower() == f"{parts[1]}/{parts[2]}".lower()), None)
+        if d is None:
+            return 404, {"message": "Not Found"}
+        rest = parts[4:]
+        payload = payload if isinstance(payload, dict) else {"labels": payload} if isinstance(payload, list) else {}
+        with self._lock:
+            if rest[0] == "comments" and len(rest) == 2 and rest[1].isdigit():
+                comment = d.comments.get(int(rest[1]))
+                if comment is None:
+                    return 404, {"message": "Not Found"}
+                if method == "DELETE":
+                    del d.comments[comment["id"]]
+                    issue = d.issues[int(comment["issue_url"].rsplit("/", 1)[1])]
+                    issue["comments"] -= 1
+                    issue["updated_at"] = self.tick()
+                    return 204, None
+                if method == "PATCH":
+                    problem = self._comment_body_problem(payload)
+                    if problem:
+                        return 422, {"message": problem}
+                    return 200, self.edit_comment(d.full_name, comment["id"], payload["body"])
+                return 404, {"message": "Not Found"}
+            if not rest[0].isdigit() or int(rest[0]) not in d.issues:
+                return 404, {"message": "Not Found"}
+            number = int(rest[0])
+            if rest[1:] == ["comments"] and method == "POST":
+                problem = self._comment_body_problem(payload)
+                if problem:
+                    return 422, {"message": problem}
+                return 201, self.add_comment(d.full_name, number, payload["body"], user=self.bot_user)
+            if rest[1:] == ["labels"] and method == "POST":
+                names = payload.get("labels")
+                if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                    return 422, {"message": "Validation Failed: labels must be a list of names"}
+                existing = {lab["name"].lower(): lab for lab in self._label_objects(d)}
+                issue = d.issues[number]
+                have = {lab["name"].lower() for lab in issue["labels"]}
+                for name in names:  # like GitHub: a label the repository lacks is created
+                    lab = existing.get(name.lower())
+                    if lab is None:
+                        self._extra_labels.setdefault(d.full_name, set()).add(name)
+                        lab = {"id": _h(d.full_name, name) % 10**9, "name": name, "color": "ededed",
+                               "default": False}
+                    if lab["name"].lower() not in have:
+                        issue["labels"].append({k: lab[k] for k in ("id", "name", "color", "default")})
+                        have.add(lab["name"].lower())
+                issue["updated_at"] = self.tick()
+                return 200, [dict(lab) for lab in issue["labels"]]
+            if not rest[1:] and method == "PATCH":  # close, lock, retitle: answered, and recorded
+                return 200, self.edit_issue(d.full_name, number, **{k: v for k, v in payload.items()
+                                                                    if k in ("state", "locked", "title", "body")})
+        return 404, {"message": "Not Found"}
+
+    def _comment_body_problem(self, payload: dict) -> str | None:
+        body = payload.get("body")
+        if not isinstance(body, str) or not body:
+            return "Validation Failed: body is missing"
+        if len(body) > self.MAX_COMMENT:
+            return f"Validation Failed: body is too long (maximum is {self.MAX_COMMENT} characters)"
+        return None
 
 
 class _Server(ThreadingHTTPServer):
@@ -703,6 +874,42 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(answer[i:i + 1])
                 self.wfile.flush()
                 time.sleep(trickle)
+
+    # -- writes (the bot's comments and labels) ----------------------------------------------------------------
+    def do_POST(self):
+        self._write_request("POST")
+
+    def do_PATCH(self):
+        self._write_request("PATCH")
+
+    def do_DELETE(self):
+        self._write_request("DELETE")
+
+    def _write_request(self, method: str) -> None:
+        gh: GitHubServer = self.server.github  # type: ignore[attr-defined]
+        url = urlsplit(self.path)
+        entry = {"t": time.time(), "method": method, "path": url.path, "params": {},
+                 "auth": "authorization" in {k.lower() for k in self.headers}, "if_none_match": None,
+                 "status": None, "fault": None, "items": None}
+        with gh._lock:
+            gh.log.append(entry)
+        if gh.latency:
+            time.sleep(gh.latency)
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            payload = json.loads(raw) if raw else None
+        except ValueError:
+            return self._send(entry, 400, {"message": "Problems parsing JSON"}, {})
+        auth = self.headers.get("Authorization")
+        if auth is not None and (gh.token is None or auth.split(" ", 1)[-1] != gh.token):
+            return self._send(entry, 401, {"message": "Bad credentials"}, gh._rate_headers(False, True))
+        fault = gh._take_fault(url.path)
+        if fault:
+            entry["fault"] = fault.kind
+            if self._fault(entry, gh, fault, auth is not None):
+                return
+        status, body = gh.route_write(method, url.path, payload, auth is not None)
+        self._send(entry, status, body, gh._rate_headers(auth is not None, count=True))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,6 +45,8 @@ def classify(
                                      help="Database for similar issues (default ./retriage.duckdb if it exists)."),
     similar: int = typer.Option(5, help="How many similar past issues to show (0: none)."),
     as_json: bool = Json,
+    fmt: str = typer.Option("panel", "--format", help="panel (default), json (same as --json) or markdown (the "
+                            "comment `retriage comment` would post, with the bot's thresholds)."),
     exact: bool = typer.Option(False, "--exact", help="Always run the full MiniLM model (about 0.3 s more; by "
                                "default a fast path answers when it is clearly on one side of the model's "
                                "decision, the model itself otherwise)."),
@@ -52,6 +54,8 @@ def classify(
     """What is this log, and what do I do? Class, component, this engine's fix steps and similar issues."""
     from retriage.triage.logtext import read_head_tail
 
+    if fmt not in ("panel", "json", "markdown"):
+        raise UserError(f"--format must be one of panel, json, markdown, not {fmt!r}", exit_code=2)
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UserError("no input: give a file or pipe a log into `retriage classify`", exit_code=2)
@@ -74,12 +78,28 @@ def classify(
     # one question per process: ask the database for similar issues rather than loading all their vectors
     try:
         result = Triage(fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
+        if fmt == "markdown":
+            return _print_markdown(result, con() if con is not None else None)
     finally:
         if con is not None:
             con()  # let the background open finish: exiting while DuckDB loads aborts the process (exit 134)
-    if as_json:
+    if as_json or fmt == "json":
         print_json(result.to_json())
     else:
         from retriage.triage.render import print_result
 
         print_result(console(), result)
+
+
+def _print_markdown(result, con) -> None:
+    """The bot's comment for the log (retriage/bot), or a note when nothing is above its thresholds."""
+    from retriage.bot.comment import render_comment
+    from retriage.bot.config import load_config
+    from retriage.bot.verdict import log_verdict
+
+    markdown = render_comment(log_verdict(result, con), load_config())
+    if markdown is None:
+        sys.stderr.write("nothing above the bot's thresholds (taxonomy/bot.toml): no comment; "
+                         "`retriage classify` without --format shows everything\n")
+    else:
+        sys.stdout.write(markdown)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import BaseUrl, Db, Json, Offline, print_json
 from retriage.core.console import console
 
 
@@ -34,12 +34,23 @@ def show(
     db: Optional[str] = Db,
     as_json: bool = Json,
     similar: int = typer.Option(5, help="How many similar issues to list."),
+    offline: bool = Offline,
+    base_url: str = BaseUrl,
 ):
-    """Everything known about one issue: record, predicted class and component, known fixes, similar issues."""
+    """Everything known about one issue: record, predicted class and component, known fixes, similar issues.
+
+    An issue missing from the database is fetched from GitHub (with its comments and linked PRs), stored and
+    labeled first, unless --offline."""
     from retriage.db.store import connect
     from retriage.lookup import lookup
     from retriage.render import issue_panel
 
+    if not offline:
+        from retriage.core.refs import parse_ref
+        from retriage.fetch import fetch_if_missing
+        from retriage.miner.client import token_from_env
+
+        fetch_if_missing(db, *parse_ref(ref), base_url=base_url, token=token_from_env())
     info = lookup(connect(db, read_only=True), ref, similar=similar)
     print_json(info) if as_json else console().print(issue_panel(info))
 

@@ -9,9 +9,14 @@ from datetime import date, datetime
 import typer
 
 from retriage.core.console import console
+from retriage.miner.defaults import DEFAULT_BASE_URL
 
 Db = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
 Json = typer.Option(False, "--json", help="Print the result as JSON.")
+Offline = typer.Option(False, "--offline", "--no-fetch", envvar="RETRIAGE_OFFLINE",
+                       help="Never ask GitHub for an issue: use only what the database holds.")
+BaseUrl = typer.Option(DEFAULT_BASE_URL, "--base-url",
+                       help="API root: GitHub Enterprise (https://HOST/api/v3) or a local server.")
 
 
 def jsonable(obj):

@@ -1,0 +1,129 @@
+"""The bot's comment: a Verdict -> GitHub Markdown, or None when nothing is worth saying.
+
+What it says depends on the thresholds (taxonomy/bot.toml), chosen for precision:
+- at or above the class threshold (a resource class, not abstained): the class and the component (the component
+  only above its own threshold), the known fix with this engine's exact flags (the first matching rule's steps;
+  where no rule matched, the model's fix tag above its threshold), the evidence lines quoted as code, and the
+  similar past issues above the similarity threshold: state, whether a fixing pull request is linked, the fix
+  recorded for it;
+- below it: only the fix of a rule that matched, with the line that matched; or nothing (None).
+Every piece of issue text goes through retriage/bot/safe.py. The comment starts with the hidden marker.
+"""
+
+from __future__ import annotations
+
+from retriage.bot import safe
+from retriage.bot.config import BotConfig
+from retriage.bot.verdict import Verdict
+from retriage.core.refs import format_ref
+from retriage.taxonomy import engines, re_classes
+
+GITHUB_URL_PREFIX = "https://github.com/"
+
+
+def _engine_name(engine: str | None) -> str | None:
+    return next((e.name for e in engines() if e.id == engine), None)
+
+
+def _class_name(re_class: str) -> str:
+    return next((t.name for t in re_classes() if t.id == re_class), re_class)
+
+
+def states_class(v: Verdict, cfg: BotConfig) -> bool:
+    r = v.result
+    return r.re_class != "none" and not r.abstained and r.re_confidence >= cfg.class_confidence
+
+
+def _class_section(v: Verdict, cfg: BotConfig) -> str:
+    r = v.result
+    text = (f"**Likely root cause: {r.re_class} — {_class_name(r.re_class)}** "
+            f"(confidence {r.re_confidence:.2f})")
+    if r.component_confidence >= cfg.component_confidence:
+        text += f" · component {safe.code_span(r.component)} ({r.component_confidence:.2f})"
+    if r.disagreement:
+        text += f"\n\n_Note: {safe.clean(r.disagreement)}._"  # our own words: rule id, classes, confidence
+    return text
+
+
+def _fix_section(fix: dict, engine: str | None, cfg: BotConfig, heading: str) -> str:
+    lines = [f"**{heading}** — {safe.inline(fix['title'], 200)} (rule {safe.code_span(fix['id'])}, "
+             f"fix {safe.code_span(fix['tag'])})", ""]
+    for n, step in enumerate(fix["steps"][: cfg.max_steps], 1):
+        lines.append(f"{n}. {safe.clean(' '.join(step.split()))}")
+    others = tuple(f"{e.name}:" for e in engines() if e.id != engine)
+    for caveat in [c for c in fix["caveats"] if not c.startswith(others)][:2]:  # another engine's caveat: not here
+        lines.append(f"\n> {safe.clean(' '.join(caveat.split()))}")
+    repo = next((e.repo for e in engines() if e.id == engine), None)
+    links = [s for s in fix["sources"] if s.startswith("https://")]
+    own = [s for s in links if repo and f"github.com/{repo}/" in s]
+    sources = (own or links)[:3]
+    if sources:
+        lines.append("\nSources: " + " · ".join(f"<{s}>" for s in sources))
+    return "\n".join(lines)
+
+
+def _evidence_section(lines: list[str], cfg: BotConfig) -> str:
+    shown = lines[: cfg.max_evidence_lines]
+    return "**Evidence** (lines of the report):\n\n" + safe.code_block(shown, cfg.max_line_chars)
+
+
+def _link(s: dict) -> str:
+    ref = format_ref(s["repo"], s["number"])  # engine id or owner/name, and a number: no markup
+    if not all(ch.isalnum() or ch in "._-/#" for ch in ref):
+        ref = safe.inline(ref)
+    url = s.get("html_url") or ""
+    return f"[{ref}]({url})" if url.startswith(GITHUB_URL_PREFIX) and " " not in url and ")" not in url else ref
+
+
+def _similar_section(rows: list[dict]) -> str:
+    out = ["**Similar past issues**", "", "| issue | state | similarity | fixing PR linked | recorded fix |",
+           "| --- | --- | --- | --- | --- |"]
+    for s in rows:
+        prs = s.get("fixed_by") or []
+        linked = "yes (" + ", ".join(f"#{safe.ZWJ}{n}" for n in prs[:3]) + ")" if prs else "no"
+        fix = (f"{safe.code_span(s['recorded_fix'])} ({s.get('recorded_by') or 'recorded'})"
+               if s.get("recorded_fix") else "-")
+        out.append(f"| {_link(s)} {safe.inline(s.get('title'), 90)} | {safe.inline(s.get('state') or '-')} | "
+                   f"{s['score']:.2f} | {linked} | {fix} |")
+    return "\n".join(out)
+
+
+def _footer(v: Verdict, cfg: BotConfig) -> str:
+    return (f"<sub>retriage {safe.code_span(v.result.model_version or '-')} · advice only: it never closes, locks or "
+            f"assigns · says only what is above its thresholds (class ≥ {cfg.class_confidence:.2f}, similar ≥ "
+            f"{cfg.similar_score:.2f}) · this comment is updated, not repeated</sub>")
+
+
+def render_comment(v: Verdict, cfg: BotConfig) -> str | None:
+    """The comment's Markdown, or None when nothing is above the thresholds."""
+    r = v.result
+    stated = states_class(v, cfg)
+    engine = _engine_name(r.engine)
+    sections: list[str] = []
+    if stated:
+        sections.append(_class_section(v, cfg))
+    heading = f"Known fix for {engine}" if engine else "Known fix"
+    if r.fixes:
+        sections.append(_fix_section(r.fixes[0], r.engine, cfg, heading))
+        others = [f for f in r.fixes[1:] if f["id"] != r.fixes[0]["id"]]
+        if others:
+            sections.append("Also matches: " + "; ".join(
+                f"{safe.inline(f['title'], 120)} ({safe.code_span(f['id'])})" for f in others))
+    elif stated and v.head_fix and v.head_fix_confidence >= cfg.fix_head_confidence:
+        sections.append(_fix_section(v.head_fix, r.engine, cfg,
+                                     f"Possible fix (the model's, confidence {v.head_fix_confidence:.2f}; "
+                                     f"no rule matched)"))
+    if not sections:
+        return None
+    if stated:
+        evidence = r.evidence
+    else:  # only the fix: the lines its rules matched
+        evidence = [f["line"].strip() for f in r.fixes if f.get("line")]
+    if evidence:
+        sections.append(_evidence_section(evidence, cfg))
+    similar = [s for s in r.similar if s["score"] >= cfg.similar_score][: cfg.max_similar] if stated else []
+    if similar:
+        sections.append(_similar_section(similar))
+    header = f"{cfg.marker}\n### retriage: automated triage" + (f" of {engine} issue" if engine and v.ref else "")
+    body = safe.cap([header] + sections, cfg.max_chars - 400, "_(cut to fit the comment length limit)_")
+    return body + "\n\n" + _footer(v, cfg) + "\n"

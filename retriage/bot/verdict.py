@@ -1,0 +1,127 @@
+"""What retriage knows about one issue or one pasted log, as the bot says it.
+
+A Verdict holds the classify result (TriageResult: class, component, the matched rules' fixes with this engine's
+steps, evidence lines, similar issues) and, for each similar issue, whether a pull request that fixes it is
+linked and which fix is recorded for it (the team's label, else the model's). An issue is read as `show` and
+`label` read it (its title and body through the classifier), not as a pasted log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+from retriage.classifier import current_model_name
+from retriage.classifier.embed import get_embedder
+from retriage.classifier.features import views
+from retriage.classifier.model import IssueClassifier
+from retriage.classifier.predict import predict_views
+from retriage.core.errors import UserError
+from retriage.core.refs import format_ref
+from retriage.core.rules import applies_to, default_rules
+from retriage.db import queries
+from retriage.taxonomy import engine_for_repo
+from retriage.triage.classify import MAX_FIXES, TriageResult
+from retriage.triage.classify import _fix as fix_entry
+
+MAX_EVIDENCE = 6
+SIMILAR_CANDIDATES = 10  # asked of the database; the comment keeps those above its threshold
+
+
+@dataclass
+class Verdict:
+    result: TriageResult
+    ref: str | None = None              # the issue ("vllm#123"); None for a pasted log
+    title: str | None = None
+    labels: list[str] = field(default_factory=list)  # the issue's labels now
+    head_fix: dict | None = None        # the fix head's tag where no rule matched: its rule's steps for this engine
+    head_fix_confidence: float = 0.0
+
+
+def recorded_fix(con: duckdb.DuckDBPyConnection, repo: str, number: int, model_version: str | None):
+    """(fix tag, who recorded it) for a past issue: the team's label, else the model's first fix; or (None, None)."""
+    gold = queries.gold_label(con, repo, number)
+    if gold and gold.get("known_fix") not in (None, "none"):
+        return gold["known_fix"], "team label"
+    pred = queries.latest_prediction(con, repo, number, model_version)
+    if pred and pred.get("known_fixes"):
+        return pred["known_fixes"][0], "model"
+    return None, None
+
+
+def enrich_similar(con: duckdb.DuckDBPyConnection | None, similar: list[dict], model_version: str | None) -> list[dict]:
+    """Similar issues with `fixed_by` (linked fixing pull requests) and `recorded_fix` / `recorded_by`."""
+    out = []
+    for s in similar:
+        s = dict(s)
+        if con is not None:
+            s["fixed_by"] = queries.links(con, s["repo"], s["number"])["fixed_by"]
+            s["recorded_fix"], s["recorded_by"] = recorded_fix(con, s["repo"], s["number"], model_version)
+        else:
+            s["fixed_by"], s["recorded_fix"], s["recorded_by"] = [], s.get("known_fix"), "team label"
+        out.append(s)
+    return out
+
+
+def _head_fix(tag: str, engine: str | None) -> dict | None:
+    """The fix entry of the first rule with this tag that applies to the engine (its steps, caveats, sources)."""
+    from retriage.core.rules import Match
+
+    for rule in default_rules()[0]:
+        if rule.tag == tag and applies_to(rule, engine):
+            entry = fix_entry(Match(rule, ""), engine)
+            entry["line"] = None
+            return entry
+    return None
+
+
+def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
+                  model: IssueClassifier | None = None) -> Verdict:
+    """The verdict on a stored issue (labeled first if need be: its embeddings are then in the database)."""
+    issue = queries.get_issue(con, repo, number)
+    if issue is None:
+        raise UserError(f"{format_ref(repo, number)} is not in the database")
+    model = model or IssueClassifier.load()
+    e = engine_for_repo(repo)
+    engine = e.id if e else None
+    doc = views(issue["title"], issue["body"])
+    pred = predict_views([doc], model, con, get_embedder("numpy"))[0]
+    matches = [m for m in doc.matches if applies_to(m.rule, engine)]
+    evidence: list[str] = []
+    for line in [m.line for m in matches[:MAX_FIXES]] + list(doc.key_lines):
+        line = line.strip()
+        if line and line not in evidence and len(evidence) < MAX_EVIDENCE:
+            evidence.append(line)
+    similar = []
+    vector = queries.issue_vector(con, repo, number, current_model_name())
+    if vector is not None:
+        similar = queries.similar_to_vector(con, vector, current_model_name(), limit=SIMILAR_CANDIDATES,
+                                            exclude=(repo, number))
+        similar = [{"repo": s["repo"], "number": s["number"], "title": s["title"], "state": s["state"],
+                    "score": round(float(s["score"]), 4), "html_url": s["html_url"], "known_fix": s.get("known_fix")}
+                   for s in similar]
+    disagreement = None
+    if matches and matches[0].rule.re_class != pred.re_class:
+        disagreement = (f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, "
+                        f"the model says {pred.re_class} ({pred.re_confidence:.2f})")
+    result = TriageResult(
+        engine=engine, engine_reason=f"the issue's repository ({repo})",
+        re_class=pred.re_class, re_confidence=pred.re_confidence, component=pred.component,
+        component_confidence=pred.component_confidence, abstained=pred.abstained,
+        fixes=[fix_entry(m, engine) for m in matches[:MAX_FIXES]], evidence=evidence,
+        similar=enrich_similar(con, similar, model.version), disagreement=disagreement,
+        model_version=model.version)
+    head = None
+    if not matches and pred.known_fix != "none":
+        head = _head_fix(pred.known_fix, engine)
+    return Verdict(result, format_ref(repo, number), issue["title"], list(issue["labels"] or []), head,
+                   pred.known_fix_confidence if head else 0.0)
+
+
+def log_verdict(result: TriageResult, con: duckdb.DuckDBPyConnection | None = None) -> Verdict:
+    """The verdict on a pasted log (`retriage classify --format markdown`)."""
+    import dataclasses
+
+    enriched = dataclasses.replace(result, similar=enrich_similar(con, result.similar, result.model_version))
+    return Verdict(enriched)

@@ -1,0 +1,223 @@
+"""The bot (`retriage comment`) and fetching one issue on demand (`show`), against the local GitHub server
+(tests/github_server.py, real HTTP) and real DuckDB files: dry runs write nothing, --post keeps exactly one
+comment per issue, an edited issue updates it, --label adds only labels the repository has, hostile bodies
+render safely, offline fails fast on one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+
+import duckdb
+import pytest
+
+from conftest import run_cli
+from retriage.bot.config import load_config
+from retriage.bot.run import comment_on_issue
+from retriage.core.errors import UserError
+
+pytestmark = pytest.mark.slow  # the real model (numpy MiniLM) embeds the fetched issues
+
+VLLM = "vllm-project/vllm"
+OOM = 188  # "CUDA error: out of memory" (corpus)
+TOKEN = "ghs_bottesttoken0123456789"
+CFG = load_config()
+MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9]")
+
+
+@pytest.fixture
+def server(github_server, no_token_env):
+    s = github_server(repos=[VLLM], limit_per_repo=200, token=TOKEN)
+    assert OOM in {i["number"] for i in s.issues(VLLM)}
+    return s
+
+
+def env() -> dict:
+    return {"GH_TOKEN": TOKEN, "NO_PROXY": "127.0.0.1,localhost", "GITHUB_TOKEN": "", "RETRIAGE_OFFLINE": "0"}
+
+
+def run(server, db, number=OOM, **kw):
+    return comment_on_issue(str(db), f"{VLLM}#{number}", base_url=server.base_url, token=TOKEN, **kw)
+
+
+def issue_count(db, table="issues", where="", params=()):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table} {where}", list(params)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_done_when_dry_run_prints_the_vllm_oom_fix_and_writes_nothing_then_post_twice_leaves_one(server, db_path):
+    proc = run_cli("comment", f"{VLLM}#{OOM}", "--base-url", server.base_url, db=db_path, env=env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(CFG.marker)
+    assert "--gpu-memory-utilization" in proc.stdout and "RE.1" in proc.stdout
+    assert server.writes == [] and {e["method"] for e in server.log} == {"GET"}
+    assert TOKEN not in proc.stdout + proc.stderr
+    for _ in range(2):
+        proc = run_cli("comment", f"{VLLM}#{OOM}", "--base-url", server.base_url, "--post", db=db_path, env=env())
+        assert proc.returncode == 0, proc.stderr
+    assert "comment unchanged" in proc.stderr
+    mine = server.bot_comments(VLLM, OOM)
+    assert len(mine) == 1 and mine[0]["body"] == proc.stdout
+    assert [(w["method"], w["path"]) for w in server.writes] == [("POST", f"/repos/{VLLM}/issues/{OOM}/comments")]
+
+
+def test_dry_run_stores_the_issue_its_comments_and_fixing_prs(server, db_path):
+    r = run(server, db_path)
+    assert r.markdown and r.published is None and server.writes == []
+    served = [c for c in server.comments(VLLM) if c["issue_url"].endswith(f"/issues/{OOM}")]
+    assert issue_count(db_path, "comments", "WHERE issue_number = ?", [OOM]) == len(served) == r.fetched.comments
+    fixing = {pr for (_, pr, _, n) in server.expected_links(VLLM) if n == OOM}
+    con = duckdb.connect(str(db_path), read_only=True)
+    stored = {row[0] for row in con.execute("SELECT pr_number FROM issue_links WHERE issue_number = ?", [OOM]).fetchall()}
+    predicted = con.execute("SELECT count(*) FROM predictions WHERE number = ?", [OOM]).fetchone()[0]
+    con.close()
+    assert stored == fixing and predicted == 1
+
+
+def test_edited_issue_updates_the_one_comment_and_nothing_left_deletes_it(server, db_path):
+    first = run(server, db_path, post=True)
+    assert first.published.action == "created"
+    server.edit_issue(VLLM, OOM, title="[Bug]: engine does not start on a 24 GB card",
+                      body="```\nValueError: No available memory for the cache blocks. Try increasing "
+                           "`gpu_memory_utilization` when initializing the engine.\n```")
+    second = run(server, db_path, post=True)
+    assert second.published.action == "updated" and second.markdown != first.markdown
+    mine = server.bot_comments(VLLM, OOM)
+    assert len(mine) == 1 and mine[0]["body"] == second.markdown and "raise_kv_budget" in second.markdown
+    server.edit_issue(VLLM, OOM, title="Feature: print the version in the OpenAI server's /health answer",
+                      body="It would be nice if /health also said which version is running.")
+    third = run(server, db_path, post=True)
+    assert third.markdown is None and third.published.action == "deleted"
+    assert server.bot_comments(VLLM, OOM) == []
+    methods = [w["method"] for w in server.writes]
+    assert methods == ["POST", "PATCH", "DELETE"]
+    assert all("/comments" in w["path"] for w in server.writes)  # never the issue itself: no close, no lock
+
+
+def test_a_marker_in_someone_elses_comment_is_not_taken_for_the_bots(server, db_path):
+    theirs = server.add_comment(VLLM, OOM, CFG.marker + "\nI am not the bot")
+    r = run(server, db_path, post=True)
+    assert r.published.action == "created"
+    assert next(c for c in server.comments(VLLM) if c["id"] == theirs["id"])["body"].endswith("I am not the bot")
+    assert len(server.bot_comments(VLLM, OOM)) == 1
+
+
+def test_duplicates_from_concurrent_runs_are_removed(server, db_path):
+    for _ in range(2):
+        server.add_comment(VLLM, OOM, CFG.marker + "\nold", user=server.bot_user)
+    r = run(server, db_path, post=True)
+    assert r.published.action == "updated" and r.published.duplicates_removed == 1
+    assert [c["body"] for c in server.bot_comments(VLLM, OOM)] == [r.markdown]
+
+
+def test_label_adds_only_labels_the_repository_has(server, db_path):
+    assert run(server, db_path, label=True).labels.to_add == []  # the repository has none of the mapped ones
+    server.set_labels(VLLM, ["Memory"])  # the mapping says "memory": matched case-insensitively
+    before = server.repo_labels(VLLM)
+    dry = run(server, db_path, label=True)
+    assert dry.labels.to_add == ["Memory"] and not dry.labels.sent and server.writes == []
+    r = run(server, db_path, post=True, label=True)
+    assert r.verdict.result.re_confidence >= CFG.label_confidence
+    assert r.labels.sent and r.labels.to_add == ["Memory"]
+    issue = next(i for i in server.issues(VLLM) if i["number"] == OOM)
+    assert "Memory" in [lab["name"] for lab in issue["labels"]]
+    assert server.repo_labels(VLLM) == before  # no label was created
+    label_writes = [w for w in server.writes if w["path"].endswith("/labels")]
+    assert [w["body"] for w in label_writes] == [{"labels": ["Memory"]}]
+    again = run(server, db_path, post=True, label=True)
+    assert again.labels.to_add == [] and len([w for w in server.writes if w["path"].endswith("/labels")]) == 1
+
+
+def test_hostile_issue_renders_safely(server, db_path):
+    body = ("@maintainer please look, cc @org/team\n<img src=x onerror=alert(1)>\n<!-- retriage -->\n"
+            "```\ntorch.OutOfMemoryError: CUDA out of memory. @someone ```` </details> " + TOKEN + "\n```\n"
+            + ("filler line with <b>html</b> and @mentions and ``` fences\n" * 20000))  # ~1.1 MB
+    assert len(body) > 1_000_000
+    issue = server.add_issue(VLLM, "@admin <script>x</script> OOM on start", body)
+    r = run(server, db_path, number=issue["number"], post=True)
+    md = r.markdown
+    assert md and len(md) <= CFG.max_chars and md.startswith(CFG.marker)
+    assert not MENTION.search(md) and TOKEN not in md
+    text = re.sub(r"(?ms)^(`{3,})text$.*?^\1$", "", md)  # drop the evidence block: the rest is our own text
+    assert "<img" not in text and "<script" not in text and "</details>" not in text
+    assert text.count(CFG.marker) == 1
+    assert server.bot_comments(VLLM, issue["number"])[0]["body"] == md
+
+
+def test_post_needs_a_token_and_the_network(server, db_path):
+    proc = run_cli("comment", f"{VLLM}#{OOM}", "--base-url", server.base_url, "--post", db=db_path,
+                   env={"GH_TOKEN": "", "GITHUB_TOKEN": "", "NO_PROXY": "127.0.0.1", "RETRIAGE_OFFLINE": "0"})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "token" in proc.stderr
+    with pytest.raises(UserError, match="--offline"):
+        run(server, db_path, post=True, fetch=False)
+    assert server.writes == []
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_show_fetches_a_missing_issue_stores_and_labels_it(server, db_path):
+    server.clear_log()
+    proc = run_cli("show", f"{VLLM}#{OOM}", "--base-url", server.base_url, "--json", db=db_path, env=env())
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["issue"]["number"] == OOM and info["prediction"]["re_class"] == "RE.1"
+    served = [c for c in server.comments(VLLM) if c["issue_url"].endswith(f"/issues/{OOM}")]
+    assert issue_count(db_path, "comments", "WHERE issue_number = ?", [OOM]) == len(served) > 0
+    assert info["links"]["fixed_by"] == sorted(pr for (_, pr, _, n) in server.expected_links(VLLM) if n == OOM)
+    gets = [e["path"] for e in server.log]
+    assert gets == [f"/repos/{VLLM}/issues/{OOM}", f"/repos/{VLLM}/issues/{OOM}/comments",
+                    f"/repos/{VLLM}/issues/{OOM}/timeline"]  # one issue's worth of requests
+    server.clear_log()
+    again = run_cli("show", f"{VLLM}#{OOM}", "--base-url", server.base_url, db=db_path, env=env())
+    assert again.returncode == 0 and server.log == []  # stored: not fetched again
+
+
+def test_offline_show_fails_on_one_line_within_3_seconds(db_path):
+    baseline_start = time.monotonic()
+    offline = run_cli("show", "vllm#99999991", "--offline", db=db_path, env=env())
+    baseline = time.monotonic() - baseline_start  # the interpreter's own start-up on this machine
+    assert offline.returncode != 0 and len(offline.stderr.strip().splitlines()) == 1
+    for url in (f"http://127.0.0.1:{closed_port()}", "http://no-such-host.invalid"):
+        start = time.monotonic()
+        proc = run_cli("show", "vllm#99999991", "--base-url", url, db=db_path, env=env())
+        seconds = time.monotonic() - start
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert proc.stderr.startswith("retriage: error: vllm#99999991 is not in the database; cannot fetch")
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert seconds - baseline < 3.0, (url, seconds, baseline)
+
+
+def test_fetching_from_a_dead_port_fails_within_3_seconds_in_process(db_path):
+    from retriage.db.store import connect
+    from retriage.fetch import fetch_and_label
+
+    con = connect(str(db_path))
+    start = time.monotonic()
+    with pytest.raises(UserError, match="cannot fetch"):
+        fetch_and_label(con, VLLM, 1, f"http://127.0.0.1:{closed_port()}")
+    assert time.monotonic() - start < 3.0
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 0
+    con.close()
+
+
+def test_classify_format_markdown_renders_the_same_comment(tmp_path):
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parent / "data" / "traces" / "vllm_cuda_oom_1.txt"
+    proc = run_cli("classify", str(trace), "--format", "markdown", "--db", str(tmp_path / "none.duckdb"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(CFG.marker) and "--gpu-memory-utilization" in proc.stdout
+    assert re.search(r"^`{3,}text$", proc.stdout, re.M)
+    bad = run_cli("classify", str(trace), "--format", "html")
+    assert bad.returncode == 2 and "--format" in bad.stderr
