@@ -27,6 +27,14 @@ SOURCE_HOMES = {
 _FLAG_RE = re.compile(r"`(--?[A-Za-z][\w.-]*)")
 
 
+_NUMBERED = re.compile(r"^\s*(?:\(\d+\)|\d+[.)])\s+")  # a step that carries its own number, e.g. "(1) Lower …"
+
+
+def unnumbered(step: str) -> str:
+    """A step without the number it carries in the rule file: every renderer numbers the steps once itself."""
+    return _NUMBERED.sub("", step)
+
+
 def source_engine(url: str) -> str | None:
     for engine, homes in SOURCE_HOMES.items():
         if any(h in url for h in homes):
@@ -66,5 +74,5 @@ def fix(m: Match, engine: str | None, line: str | None = None) -> dict:
     r = m.rule
     caveats, sources = for_engine(r, engine)
     return {"id": r.id, "tag": r.tag, "title": r.title, "re_class": r.re_class, "component": r.component,
-            "steps": r.steps_for(engine, m.values), "caveats": caveats, "sources": sources,
+            "steps": [unnumbered(x) for x in r.steps_for(engine, m.values)], "caveats": caveats, "sources": sources,
             "line": line if line is not None else m.line, "values": dict(m.values)}

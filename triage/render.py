@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from retriage.core.refs import format_ref
+from retriage.triage.fixtext import unnumbered
 from retriage.taxonomy import engines
 
-_NUMBERED = re.compile(r"^\s*(?:\(\d+\)|\d+[.)])\s+")  # a step that carries its own number
 
 
 def _engine_name(engine_id: str | None) -> str:
@@ -101,7 +101,7 @@ def triage_panel(r) -> Group:
             t.append(f"  [{f['tag']} · rule {f['id']}]", style="dim")
             parts.append(t)
             if i == 0:
-                rows = [(f"  {n}.", "", _NUMBERED.sub("", step), "") for n, step in enumerate(f["steps"], 1)]
+                rows = [(f"  {n}.", "", unnumbered(step), "") for n, step in enumerate(f["steps"], 1)]
                 rows += [("  !", "yellow", c, "yellow") for c in f["caveats"][:3]]
                 parts.append(_hanging(rows))
     else:

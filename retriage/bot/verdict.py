@@ -23,7 +23,7 @@ from retriage.core.rules import applies_to, default_rules
 from retriage.db import queries
 from retriage.taxonomy import engine_for_repo
 from retriage.triage.classify import MAX_FIXES, TriageResult
-from retriage.triage.classify import _fix as fix_entry
+from retriage.triage.fixtext import fix as fix_entry
 
 MAX_EVIDENCE = 6
 SIMILAR_CANDIDATES = 10  # asked of the database; the comment keeps those above its threshold
