@@ -89,15 +89,15 @@ def cached_embedder(con) -> Callable[[list[Views]], list]:
 
 
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
-             step: Callable[[str], None] | None = None) -> EvalReport:
+             step: Callable[[str], None] | None = None, model_dir: str | None = None) -> EvalReport:
     """The dev split (or a --gold file) scored by the shipped model beside the baselines; with `generalisation`
     (and no --gold), the future and new-engine splits too (see classifier/generalisation.py)."""
     step = step or (lambda _: None)
     con = None
     if db or Path("retriage.duckdb").exists():
-        from retriage.db.store import connect
+        from retriage.db.store import Database
 
-        con = connect(db)
+        con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     team = load_gold()
     if gold_path is None:
         train, gold = split(team)
@@ -109,7 +109,7 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
         source = str(gold_path)
     from retriage.classifier.model import IssueClassifier
 
-    model = IssueClassifier.load()
+    model = IssueClassifier.load(model_dir)
     embed = cached_embedder(con)
     step(f"{source}: {len(gold)} issues")
     memo: dict[tuple[str, int], Views] = {}

@@ -130,3 +130,13 @@ def replace_pr_links(con: duckdb.DuckDBPyConnection, prs: dict[str, list[int]],
         con.execute(f"DELETE FROM issue_links {where}", [repo, numbers])
     save_links(con, links)
     return len(set(links) - before)
+
+
+CORRECTION_COLUMNS = ("repo", "number", "re_class", "component", "known_fix", "reason", "corrected_by",
+                      "corrected_at", "was")
+
+
+def save_correction(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """One label correction (CORRECTION_COLUMNS); the newest per issue is the one in force."""
+    con.execute(f"INSERT INTO corrections ({', '.join(CORRECTION_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(CORRECTION_COLUMNS))})", [row[c] for c in CORRECTION_COLUMNS])

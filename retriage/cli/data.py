@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import Db, Json, Model, print_json
 from retriage.core.console import console
 
 
@@ -18,9 +18,9 @@ def import_cmd(
 ):
     """Load GitHub issue objects (API or corpus shape) into the database, all or nothing."""
     from retriage.db.importer import import_files
-    from retriage.db.store import connect
+    from retriage.db.store import Database
 
-    result = import_files(connect(db), files)
+    result = import_files(Database(db), files)
     if as_json:
         print_json({"files": result.files, "records": result.records, **result.counts, "by_repo": result.by_repo})
         return
@@ -34,24 +34,25 @@ def show(
     db: Optional[str] = Db,
     as_json: bool = Json,
     similar: int = typer.Option(5, help="How many similar issues to list."),
+    model: Optional[str] = Model,
 ):
     """Everything known about one issue: record, predicted class and component, known fixes, similar issues."""
     from retriage.db.store import connect
     from retriage.lookup import lookup
     from retriage.render import issue_panel
 
-    info = lookup(connect(db, read_only=True), ref, similar=similar)
+    info = lookup(connect(db, read_only=True), ref, similar=similar, model=model)
     print_json(info) if as_json else console().print(issue_panel(info))
 
 
-def stats(db: Optional[str] = Db, as_json: bool = Json):
+def stats(db: Optional[str] = Db, as_json: bool = Json, model: Optional[str] = Model):
     """Issues per repository, date range and share labeled by the current model."""
     from retriage.classifier import current_model_version
     from retriage.db import queries
     from retriage.db.store import connect
     from retriage.render import stats_table
 
-    s = queries.stats(connect(db, read_only=True), current_model_version())
+    s = queries.stats(connect(db, read_only=True), current_model_version(model))
     print_json(s) if as_json else console().print(stats_table(s))
 
 
@@ -80,6 +81,7 @@ def list_cmd(
     limit: int = typer.Option(20, "--limit", "-L", help="At most this many issues."),
     fmt: str = typer.Option("table", "--format", help="table, json, ndjson or csv."),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    model: Optional[str] = Model,
     db: Optional[str] = Db,
 ):
     """Stored issues with the current model's class, component and known fixes, filtered and sorted."""
@@ -94,7 +96,7 @@ def list_cmd(
 
         raise UserError(f"--format must be one of table, json, ndjson, csv, not {fmt!r}", exit_code=2)
     f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
-    rows = list_issues(connect(db, read_only=True), f, current_model_version())
+    rows = list_issues(connect(db, read_only=True), f, current_model_version(model))
     if fmt == "table":
         out = console()
         out.print(issues_table(rows, out.width))

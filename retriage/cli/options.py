@@ -12,6 +12,8 @@ from retriage.core.console import console
 
 Db = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
 Json = typer.Option(False, "--json", help="Print the result as JSON.")
+Model = typer.Option(None, "--model", envvar="RETRIAGE_MODEL", help="Model folder (from `retriage train`; "
+                     "default: the shipped model).")
 
 
 def jsonable(obj):

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from retriage import taxonomy
-from retriage.cli.options import Db
+from retriage.cli.options import Db, Model
 from retriage.core.console import console
 from retriage.core.errors import UserError
 
@@ -78,7 +78,8 @@ def report(
         "./retriage-weekly-<by>.<format>."),
     model_version: Optional[str] = typer.Option(
         None, "--model-version", envvar="RETRIAGE_MODEL_VERSION",
-        help="Count this model version's predictions (default: the shipped model)."),
+        help="Count this model version's predictions (default: the model of --model, else the shipped one)."),
+    model: Optional[str] = Model,
     db: Optional[str] = Db,
 ):
     """Weekly distribution of RE classes (or components) per ISO week of issue creation.
@@ -95,6 +96,10 @@ def report(
     fmt = _check_choice(fmt, render.FORMATS, "--format")
     if weeks is not None and weeks < 1:
         raise UserError(f"--weeks must be at least 1, not {weeks}")
+    if model_version is None and model:
+        from retriage.classifier import current_model_version
+
+        model_version = current_model_version(model)
     con = connect(db, read_only=True)
     rep = weekly_report(con, engines=engine, since=since, until=until, by=by, include_prs=include_prs,
                         model_version=model_version or CURRENT_MODEL, per_engine=per_engine, last_weeks=weeks)
