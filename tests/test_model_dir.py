@@ -129,7 +129,7 @@ def test_relabel_refuses_bad_input(db):
     with pytest.raises(UserError, match="not in the database"):
         relabel(db, "vllm#999999", re_class="RE.1", reason="x")
     r = runner.invoke(app, ["relabel", REF, "--class", "RE.9", "--reason", "x", "--db", db.path])
-    assert r.exit_code == 2 and "RE.9" in r.output
+    assert isinstance(r.exception, UserError) and r.exception.exit_code == 2 and "'RE.9'" in str(r.exception)
     with db.reading() as con:
         assert queries.correction(con, "ggml-org/llama.cpp", 3825) is None, "nothing was recorded"
 

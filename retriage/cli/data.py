@@ -7,12 +7,14 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, Model, print_json
+from retriage import taxonomy
+from retriage.cli.options import Db, Json, Model, one_of, print_json
 from retriage.core.console import console
 
 
 def import_cmd(
-    files: List[Path] = typer.Argument(..., help="JSON array, JSON lines or .gz files of GitHub issue objects."),
+    files: List[Path] = typer.Argument(..., help="JSON array, JSON lines or .gz files of GitHub issue objects "
+                                       "(API shape, or gh's `issue view/list --json`); - reads standard input."),
     db: Optional[str] = Db,
     as_json: bool = Json,
 ):
@@ -67,11 +69,11 @@ def demo(
 
 
 def list_cmd(
-    engine: List[str] = typer.Option([], "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm; repeatable."),
-    re_class: Optional[str] = typer.Option(None, "--class", help="RE.1, RE.2, RE.3, RE.4 or none."),
-    component: Optional[str] = typer.Option(None, help="model_loader, operators, engine_setup, scheduler, "
-                                            "frontend or other."),
-    fix: Optional[str] = typer.Option(None, help="A known-fix tag (ipc_host, oom_four_step, ...)."),
+    engine: List[str] = typer.Option([], "--engine", "-e", help=f"{one_of(e.id for e in taxonomy.engines())}; "
+                                     "repeatable."),
+    re_class: Optional[str] = typer.Option(None, "--class", help=f"{one_of(taxonomy.re_class_ids())}."),
+    component: Optional[str] = typer.Option(None, help=f"{one_of(taxonomy.component_ids())}."),
+    fix: Optional[str] = typer.Option(None, help=f"A known-fix tag: {one_of(taxonomy.fix_tag_ids())}."),
     state: Optional[str] = typer.Option(None, help="open or closed."),
     since: Optional[str] = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back."),
     until: Optional[str] = typer.Option(None, help="Created on or before (inclusive day), same forms."),

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Optional
 
 import typer
 
 from retriage import taxonomy
-from retriage.cli.options import Db, Json, Model, print_json
-
-ReClass = Enum("ReClass", {c: c for c in taxonomy.re_class_ids()}, type=str)
-Component = Enum("Component", {c: c for c in taxonomy.component_ids()}, type=str)
-FixTag = Enum("FixTag", {c: c for c in taxonomy.fix_tag_ids()}, type=str)
+from retriage.cli.options import Db, Json, Model, one_of, print_json
 
 
 def relabel(
     ref: str = typer.Argument(..., help="vllm#7472, llama.cpp#3825, owner/name#N or an issue URL."),
-    re_class: Optional[ReClass] = typer.Option(None, "--class", help="The right RE class."),
-    component: Optional[Component] = typer.Option(None, "--component", help="The right component."),
-    fix: Optional[FixTag] = typer.Option(None, "--fix", help="The right known-fix tag (none: no known fix)."),
+    re_class: Optional[str] = typer.Option(None, "--class", help=f"The right RE class: "
+                                           f"{one_of(taxonomy.re_class_ids())}."),
+    component: Optional[str] = typer.Option(None, "--component", help=f"The right component: "
+                                            f"{one_of(taxonomy.component_ids())}."),
+    fix: Optional[str] = typer.Option(None, "--fix", help=f"The right known-fix tag: "
+                                      f"{one_of(taxonomy.fix_tag_ids())} (none: no known fix)."),
     reason: str = typer.Option(..., "--reason", help="Why: what in the issue shows it."),
     by: Optional[str] = typer.Option(None, "--by", help="Who corrects (default $USER, else git config user.name)."),
     model: Optional[str] = Model,
@@ -32,8 +30,7 @@ def relabel(
     from retriage.corrections import relabel as record
     from retriage.db.store import Database
 
-    row = record(Database(db), ref, re_class and re_class.value, component and component.value,
-                 fix and fix.value, reason, by, current_model_version(model))
+    row = record(Database(db), ref, re_class, component, fix, reason, by, current_model_version(model))
     if as_json:
         print_json(row)
         return

@@ -102,8 +102,10 @@ def label(
 
 
 def predict(
-    input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus or GitHub API shape)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line."),
+    input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus, GitHub API or gh "
+                               "shape); - reads standard input."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line; - is "
+                                "standard output."),
     model: Optional[str] = Model,
 ):
     """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
@@ -111,7 +113,7 @@ def predict(
     from retriage.classifier.predict import predict_file
 
     n = predict_file(input, output, IssueClassifier.load(model))
-    typer.echo(f"wrote {n} predictions to {output}", err=True)
+    typer.echo(f"wrote {n} predictions to {'standard output' if str(output) == '-' else output}", err=True)
 
 
 def eval_cmd(

@@ -16,6 +16,12 @@ Model = typer.Option(None, "--model", envvar="RETRIAGE_MODEL", help="Model folde
                      "default: the shipped model).")
 
 
+def one_of(ids) -> str:
+    """Choices for a --help text, from the taxonomy (so that the help lists what the check accepts)."""
+    ids = list(ids)
+    return ", ".join(ids[:-1]) + f" or {ids[-1]}" if len(ids) > 1 else "".join(ids)
+
+
 def jsonable(obj):
     """Datetimes -> ISO strings, recursively (DuckDB rows carry them)."""
     if isinstance(obj, dict):
