@@ -160,3 +160,32 @@ def test_show_answers_while_mine_runs(labeled_db, tmp_path, github_server, no_to
     finally:
         out, err = mine.communicate(timeout=600)
     assert mine.returncode == 0, err
+
+
+@pytest.mark.slow
+def test_classify_says_when_similar_issues_were_skipped(tmp_path):
+    path = tmp_path / "w.duckdb"
+    _new_db(path)
+    holder = _hold(path, 30)
+    try:
+        r = run_cli("classify", "--json", "--similar", "5", db=path,
+                    input="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["similar"] == []
+    assert any(n.startswith("similar issues skipped: database") and "in use" in n for n in out["notes"]), out["notes"]
+
+
+@pytest.mark.slow
+def test_predict_reads_and_writes_dashes(tmp_path):
+    issue = {"repo": "vllm-project/vllm", "number": 1, "title": "CUDA out of memory at startup",
+             "body": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
+    r = run_cli("predict", "-i", "-", "-o", "-", input=json.dumps(issue) + "\n")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["number"] == 1
+    assert json.loads(lines[0])["re_class"] in ("RE.1", "RE.2", "RE.3", "RE.4", "none")
+    assert "standard output" in r.stderr
