@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,19 @@ def _hold(path: Path, seconds: float) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "holding"
     return p
+
+
+@contextmanager
+def _held_db(tmp_path: Path, seconds: float):
+    """A new retriage database that another process holds read-write (killed at the end)."""
+    path = tmp_path / "w.duckdb"
+    _new_db(path)
+    holder = _hold(path, seconds)
+    try:
+        yield path
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _new_db(path: Path) -> None:
@@ -58,15 +72,9 @@ def test_reader_waits_for_a_writer_and_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_reader_gives_up_after_its_wait_with_one_line(tmp_path):
-    path = tmp_path / "w.duckdb"
-    _new_db(path)
-    holder = _hold(path, 10)
-    try:
+    with _held_db(tmp_path, 10) as path:
         with pytest.raises(UserError, match="in use by another retriage process"):
             store.connect(path, read_only=True, wait=0.5, note=lambda _: None)
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.slow
@@ -164,15 +172,9 @@ def test_show_answers_while_mine_runs(labeled_db, tmp_path, github_server, no_to
 
 @pytest.mark.slow
 def test_classify_says_when_similar_issues_were_skipped(tmp_path):
-    path = tmp_path / "w.duckdb"
-    _new_db(path)
-    holder = _hold(path, 30)
-    try:
+    with _held_db(tmp_path, 30) as path:
         r = run_cli("classify", "--json", "--similar", "5", db=path,
                     input="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    finally:
-        holder.kill()
-        holder.wait()
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["similar"] == []
