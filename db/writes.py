@@ -81,14 +81,14 @@ def save_sync_state(con, repo: str, resource: str, cursor: datetime | None, etag
     )
 
 
+GOLD_COLUMNS = ("repo", "number", "re_class", "component", "known_fix", "reason", "labeler")
+
+
 def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
     con.execute("DELETE FROM gold_labels")
     if labels:
-        con.executemany(
-            "INSERT OR REPLACE INTO gold_labels VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(g["repo"], g["number"], g["re_class"], g["component"], g["known_fix"], g.get("reason"),
-              g.get("labeler")) for g in labels],
-        )
+        _insert_columns(con, "gold_labels", GOLD_COLUMNS, ("TEXT", "INTEGER") + ("TEXT",) * 5,
+                        [tuple(g.get(c) for c in GOLD_COLUMNS) for g in labels])
     return len(labels)
 
 
