@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             env = dict(os.environ, GH_TOKEN=token, NO_PROXY="127.0.0.1,localhost")
             started = time.perf_counter()
-            mine = subprocess.Popen(retriage("mine", *served, "--base-url", base_url, "--request-gap", "0", "--db", str(db)),
+            mine = subprocess.Popen(retriage("mine", *served, "--base-url", base_url, "--request-gap", "0",
+                                             "--db", str(db)),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
             figures["during mine"] = shows_while(db, args.ref, mine, 0)
             figures["during mine"]["writer_seconds"] = round(time.perf_counter() - started, 1)

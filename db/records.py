@@ -163,7 +163,8 @@ def gh_comment_rows(obj: dict, repo: str, number: int) -> list[dict]:
         m = _GH_COMMENT_RE.search(str(c.get("url") or "")) if isinstance(c, dict) else None
         if m:
             out.append({"repo": repo, "issue_number": number, "id": int(m.group(1)),
-                        "author": _login(c.get("author")) or _login(c.get("user")), "body": _text(c.get("body"), "body"),
+                        "author": _login(c.get("author")) or _login(c.get("user")),
+                        "body": _text(c.get("body"), "body"),
                         "created_at": parse_time(c.get("createdAt", c.get("created_at")), "comment createdAt"),
                         "updated_at": parse_time(c.get("updatedAt", c.get("updated_at")), "comment updatedAt"),
                         "html_url": c["url"]})

@@ -74,7 +74,8 @@ def _wait_limit(default: float) -> float:
     try:
         return float(os.environ.get("RETRIAGE_DB_WAIT", default))
     except ValueError:
-        raise UserError(f"RETRIAGE_DB_WAIT must be a number of seconds, not {os.environ['RETRIAGE_DB_WAIT']!r}") from None
+        value = os.environ["RETRIAGE_DB_WAIT"]
+        raise UserError(f"RETRIAGE_DB_WAIT must be a number of seconds, not {value!r}") from None
 
 
 def _note(text: str) -> None:

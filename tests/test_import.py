@@ -105,7 +105,8 @@ def test_missing_file_is_a_user_error(db_path, tmp_path):
         import_files(con, [tmp_path / "nope.json"])
 
 
-GH_VIEW = {  # the shape of `gh issue view N --json number,title,body,state,url,createdAt,updatedAt,closedAt,labels,author,comments`
+GH_VIEW = {  # the shape of `gh issue view N --json number,title,body,state,url,createdAt,updatedAt,closedAt,
+    #           labels,author,comments`
     "number": 9001, "title": "CUDA OOM at startup", "body": "torch.OutOfMemoryError: CUDA out of memory",
     "state": "CLOSED", "url": "https://github.com/vllm-project/vllm/issues/9001",
     "createdAt": "2025-09-01T10:00:00Z", "updatedAt": "2025-09-02T10:00:00Z", "closedAt": "2025-09-02T09:00:00Z",
