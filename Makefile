@@ -35,6 +35,7 @@ bench: install
 	$(BIN)/python bench/report
 	$(BIN)/python bench/generalisation
 	sh bench/mine
+	sh bench/concurrency --db retriage.duckdb  # needs the demo database (`make demo`)
 
 clean:
 	rm -rf $(VENV) retriage.duckdb retriage.duckdb.wal

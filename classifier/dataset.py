@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from retriage.core.bundled import snapshot_files
+from retriage.core.errors import UserError
 from retriage.taxonomy import LABELS_DIR, canonical_repo
 
 DEV_SHARE = 0.25
@@ -62,19 +63,40 @@ def snapshot_index() -> dict[tuple[str, int], dict]:
     return out
 
 
+LABEL_FIELDS = ("re_class", "component", "known_fix", "reason", "labeler")
+
+
 def label_files(folder: Path = LABELS_DIR) -> list[Path]:
-    """The label files. (The second reader's sample for the agreement study lives in taxonomy/agreement/.)"""
-    return sorted(Path(folder).glob("*.jsonl"))
+    """The label files of a folder (or the one file given). (The second reader's sample for the agreement study
+    lives in taxonomy/agreement/.)"""
+    folder = Path(folder)
+    if folder.is_file():
+        return [folder]
+    if not folder.is_dir():
+        raise UserError(f"labels: {folder}: no such file or folder")
+    return sorted(folder.glob("*.jsonl"))
 
 
 def read_labels(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    try:
+        with open(path, encoding="utf-8") as f:
+            out = [json.loads(line) for line in f if line.strip()]
+    except OSError as e:
+        raise UserError(f"labels: {path}: cannot read: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"labels: {path}: not JSON lines: {e}") from None
+    for i, r in enumerate(out, 1):
+        missing = [k for k in ("repo", "number", "re_class", "component") if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise UserError(f"labels: {path}: record {i} lacks {', '.join(missing)}")
+    return out
 
 
-def load_gold(folder: Path = LABELS_DIR) -> list[Example]:
+def load_gold(folder: Path = LABELS_DIR, extra: list[dict] = ()) -> list[Example]:
     """All labeled examples; the first label wins when an issue was labeled in two files, except that a real
-    record wins over a summary of the same issue."""
+    record wins over a summary of the same issue. `extra` records (extra label files, corrections) come last
+    and win: over a labeled issue they replace only its labels; a new issue needs its text (title and body)
+    unless the snapshot has it."""
     snap = snapshot_index()
     records: dict[tuple[str, int], dict] = {}
     for path in label_files(folder):
@@ -82,6 +104,12 @@ def load_gold(folder: Path = LABELS_DIR) -> list[Example]:
             key = (canonical_repo(r["repo"]), int(r["number"]))
             if key not in records or ("body" in r and "text" in records[key]):
                 records[key] = r
+    for r in extra:
+        key = (canonical_repo(r["repo"]), int(r["number"]))
+        if key in records:
+            records[key] = {**records[key], **{k: r[k] for k in LABEL_FIELDS if r.get(k) is not None}}
+        else:
+            records[key] = r
     out: list[Example] = []
     for key, r in records.items():
         if "body" in r:  # laid out as the real issue

@@ -103,7 +103,8 @@ def model_answers(model, gold: list[Example], embed, view_of) -> dict:
 
 
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
-             step: Callable[[str], None] | None = None, advance: Callable[[], None] | None = None) -> EvalReport:
+             step: Callable[[str], None] | None = None, advance: Callable[[], None] | None = None,
+             model_dir: str | None = None) -> EvalReport:
     """The dev split (or a --gold file) scored by the shipped model beside the baselines; with `generalisation`
     (and no --gold), the future and new-engine splits too (see classifier/generalisation.py). `step` is told
     what is being done (a short phrase) as each stage starts; `advance` is called as each split is done (the dev
@@ -112,9 +113,9 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     advance = advance or (lambda: None)
     con = None
     if db or Path("retriage.duckdb").exists():
-        from retriage.db.store import connect
+        from retriage.db.store import Database
 
-        con = connect(db)
+        con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     step("reading the labeled set")
     team = load_gold()
     if gold_path is None:
@@ -127,7 +128,7 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
         source = str(gold_path)
     from retriage.classifier.model import IssueClassifier
 
-    model = IssueClassifier.load()
+    model = IssueClassifier.load(model_dir)
     embed = cached_embedder(con)
     step(f"{source}: {len(gold)} issues")
     memo: dict[tuple[str, int], Views] = {}

@@ -1,7 +1,9 @@
 """`retriage label`: predict every issue in the database that has no prediction from the current model.
 
-Works in chunks; each chunk's predictions and embeddings commit in one transaction, so an interrupted run
-keeps what it finished and the next run continues with the rest.
+Works in chunks: a chunk's missing embeddings are computed without holding the database and cached as they
+are done; then its predictions commit in one transaction, so an interrupted run keeps what it finished and the
+next run continues with the rest. Given a `db.store.Database`, the file is held only for those short
+transactions, so `show`, `stats` and `report` answer while it runs.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def pending(con: duckdb.DuckDBPyConnection, model_version: str,
            ORDER BY i.repo, i.number""", [model_version]).fetchall()
 
 
-def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None = None,
+def label_database(con, model: IssueClassifier | None = None,
                    progress: Callable[[int], None] | None = None, embedder: Embedder | None = None,
                    on_total: Callable[[int], None] | None = None,
                    keys: list[tuple[str, int]] | None = None) -> LabelResult:
@@ -63,16 +65,16 @@ def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None
     for start in range(0, len(todo), CHUNK):
         part = todo[start:start + CHUNK]
         v = [views(title, body) for _, _, title, body in part]
+        emb = embed_views(con, v, None, embedder)  # the slow part, outside the transaction
+        preds = model.predict(v, emb)
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        rows = []
+        for (repo, number, _, _), x, p in zip(part, v, preds):
+            engine = engine_for_repo(repo)
+            fixes = fixes_for(x, engine.id if engine else None, p)
+            rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
+                         p.abstained, fixes, version, now))
         with transaction(con):
-            emb = embed_views(con, v, None, embedder)
-            preds = model.predict(v, emb)
-            now = datetime.now(timezone.utc).replace(tzinfo=None)
-            rows = []
-            for (repo, number, _, _), x, p in zip(part, v, preds):
-                engine = engine_for_repo(repo)
-                fixes = fixes_for(x, engine.id if engine else None, p)
-                rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
-                             p.abstained, fixes, version, now))
             writes.save_predictions(con, rows)
             writes.save_issue_embeddings(con, [(repo, number, EMBEDDING_MODEL, text_hash(x.full))
                                                for (repo, number, _, _), x in zip(part, v)])

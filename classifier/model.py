@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from retriage.classifier import model_dir, shipped_model_dir  # noqa: F401 - shipped_model_dir re-exported
 from retriage.classifier.embed import DIM
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features
 from retriage.classifier.head import LinearHead, softmax
@@ -25,8 +26,6 @@ VOCAB = "vocab.txt"
 META = "meta.json"
 
 
-def shipped_model_dir() -> Path:
-    return Path(str(resources.files("retriage.classifier").joinpath("model")))
 
 
 @dataclass
@@ -145,18 +144,24 @@ class IssueClassifier:
 
     @classmethod
     def load(cls, folder: Path | None = None) -> "IssueClassifier":
-        folder = Path(folder or shipped_model_dir())
+        """The model in `folder`, else the one `classifier.model_dir` chooses ($RETRIAGE_MODEL or the shipped
+        one). A missing or damaged folder is a one-line UserError."""
+        folder = Path(folder) if folder else model_dir()
         if not (folder / WEIGHTS).is_file() or not (folder / META).is_file():
-            raise UserError(f"no trained model in {folder}: run `retriage train`")
-        meta = json.loads((folder / META).read_text())
-        with np.load(folder / WEIGHTS, allow_pickle=False) as a:
-            arrays = {k: a[k] for k in a.files}
-        vocab = (folder / VOCAB).read_text(encoding="utf-8").split("\n")[:-1]
-        tfidf = Tfidf.from_vocabulary(vocab, arrays["tfidf_idf"])
-        re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
-        comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
-        fix_head = LinearHead.from_arrays(arrays, "fix", meta["fix_tags"]) if "fix_tags" in meta else None
-        model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta, fix_head,
-                    float(meta.get("fix_threshold", 1.0)))
+            raise UserError(f"no trained model in {folder} (no {META} and {WEIGHTS}): run `retriage train`")
+        try:
+            meta = json.loads((folder / META).read_text())
+            with np.load(folder / WEIGHTS, allow_pickle=False) as a:
+                arrays = {k: a[k] for k in a.files}
+            vocab = (folder / VOCAB).read_text(encoding="utf-8").split("\n")[:-1]
+            tfidf = Tfidf.from_vocabulary(vocab, arrays["tfidf_idf"])
+            re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
+            comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
+            fix_head = LinearHead.from_arrays(arrays, "fix", meta["fix_tags"]) if "fix_tags" in meta else None
+            model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta, fix_head,
+                        float(meta.get("fix_threshold", 1.0)))
+        except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+            raise UserError(f"damaged model in {folder}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                            ) from None
         model.folder = folder
         return model

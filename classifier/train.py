@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +24,9 @@ from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
 from retriage.classifier.head import LinearHead
-from retriage.classifier.model import IssueClassifier, shipped_model_dir
+from retriage.classifier.model import IssueClassifier
+from retriage.core.errors import UserError
+from retriage.core.paths import models_dir
 from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
 
 C_GRID = (1.0, 2.0, 4.0, 8.0)
@@ -40,6 +44,35 @@ class TrainResult:
     n_train: int
     n_dev: int
     fast: object = None  # distill.Agreement of the fast path with this model on the dev split
+    n_corrections: int = 0  # corrections (`retriage relabel`) among the labels
+
+
+def correction_records(con) -> list[dict]:
+    """The corrections in force in the database as label records (with the issue's text when the snapshot
+    does not have it, so that an issue mined later can be learnt too)."""
+    from retriage.classifier.dataset import snapshot_index
+    from retriage.db.queries import corrections
+
+    out = []
+    for c in corrections(con):
+        r = {"repo": c["repo"], "number": c["number"], "re_class": c["re_class"], "component": c["component"],
+             "known_fix": c["known_fix"], "reason": c["reason"], "labeler": f"correction by {c['corrected_by']}"}
+        if (c["repo"], c["number"]) not in snapshot_index() and c.get("title") is not None:
+            r.update(title=c["title"], body=c["body"] or "", html_url=c["html_url"] or "", state=c["state"] or "",
+                     created_at=str(c["created_at"] or "")[:10])
+        out.append(r)
+    return out
+
+
+def training_examples(con, labels_dir: Path = LABELS_DIR, extra_labels=(), corrections: bool = True
+                      ) -> tuple[list[Example], int]:
+    """The labeled set: `labels_dir`, then the extra label files, then the database's corrections (each
+    later source wins for an issue it names). Returns the examples and how many corrections were used."""
+    from retriage.classifier.dataset import read_labels
+
+    extra = [r for p in extra_labels for r in read_labels(p)]
+    fixes = correction_records(con) if corrections and con is not None else []
+    return load_gold(labels_dir, extra + fixes), len(fixes)
 
 
 def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple[float, float, float]:
@@ -124,9 +157,10 @@ class LabeledSplit:
     dev_embeddings: list[np.ndarray]
 
 
-def labeled_split(con, labels_dir: Path, progress=None, embedder=None) -> LabeledSplit:
-    """The dev split of the labeled set, embedded through the cache."""
-    examples = load_gold(labels_dir)
+def labeled_split(con, labels_dir: Path, progress=None, embedder=None, examples: list[Example] | None = None
+                  ) -> LabeledSplit:
+    """The dev split of the labeled set (`examples`, else `labels_dir`'s), embedded through the cache."""
+    examples = load_gold(labels_dir) if examples is None else examples
     tr, dv = split(examples)
     tr_v = [views(e.title, e.body) for e in tr]
     dv_v = [views(e.title, e.body) for e in dv]
@@ -136,9 +170,11 @@ def labeled_split(con, labels_dir: Path, progress=None, embedder=None) -> Labele
 
 def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
           progress: Callable[[int], None] | None = None, embedder=None,
-          unlabeled: list[Views] | None = None) -> TrainResult:
-    """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled)."""
-    data = labeled_split(con, labels_dir, progress, embedder)
+          unlabeled: list[Views] | None = None, extra_labels=(), corrections: bool = True) -> TrainResult:
+    """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled).
+    `out_dir` None: the user data folder (core.paths.models_dir()/<version>), never the installed package."""
+    examples, n_corrections = training_examples(con, labels_dir, extra_labels, corrections)
+    data = labeled_split(con, labels_dir, progress, embedder, examples)
     tr, dv, tr_v, dv_v = data.train, data.dev, data.train_views, data.dev_views
     tr_emb, dv_emb = data.train_embeddings, data.dev_embeddings
     dense_dv = dense_features(dv_emb, dv_v)
@@ -174,18 +210,44 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         "hyperparameters": chosen,
         "dev": {"re_class_macro_f1": dev["re_class"].macro_f1, "component_macro_f1": dev["component"].macro_f1,
                 "coverage": round(coverage, 4)},
+        "corrections": n_corrections,
     }
-    out_dir = Path(out_dir or shipped_model_dir())
-    version = model.save(out_dir)
-    fast = distill_fast_head(con, model, data, out_dir, progress, embedder, unlabeled)
-    return TrainResult(model, version, dev, coverage, len(tr), len(dv), fast)
+    if out_dir is None:  # the user data folder, under the model's version (known once it is saved)
+        staging = Path(tempfile.mkdtemp(prefix=".training-", dir=_ensure(models_dir())))
+        try:
+            version = model.save(staging)
+            fast = distill_fast_head(con, model, data, staging, progress, embedder, unlabeled)
+            out_dir = staging.parent / version
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            staging.rename(out_dir)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
+        model.folder = out_dir
+    else:
+        out_dir = Path(out_dir)
+        version = model.save(out_dir)
+        fast = distill_fast_head(con, model, data, out_dir, progress, embedder, unlabeled)
+    return TrainResult(model, version, dev, coverage, len(tr), len(dv), fast, n_corrections)
+
+
+def _ensure(folder: Path) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the model folder {folder}: {e.strerror}") from None
+    return folder
 
 
 def refresh_fast_head(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR,
                       model_dir: Path | None = None, progress: Callable[[int], None] | None = None,
                       embedder=None, unlabeled: list[Views] | None = None):
-    """Distil the fast head again for the model already in `model_dir` (the heads stay as they are)."""
-    model_dir = Path(model_dir or shipped_model_dir())
+    """Distil the fast head again for the model already in `model_dir` (the heads stay as they are). The
+    shipped model is rewritten only when `model_dir` names it."""
+    if model_dir is None:
+        raise UserError("give the model folder whose fast head to distil again (--output DIR or --model DIR)")
+    model_dir = Path(model_dir)
     model = IssueClassifier.load(model_dir)
     data = labeled_split(con, labels_dir, progress, embedder)
     return model, distill_fast_head(con, model, data, model_dir, progress, embedder, unlabeled)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Iterator
 import duckdb
 
 from retriage.db import writes
-from retriage.db.records import RecordError, issue_row
+from retriage.db.records import RecordError, gh_comment_rows, issue_row
 from retriage.db.store import transaction
 from retriage.core.errors import UsageError
 
@@ -30,8 +31,9 @@ class ImportResult:
 
 
 def _read_text(path: Path) -> str:
+    """The file's text (gzip or not); `-` is standard input."""
     try:
-        raw = path.read_bytes()
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -89,13 +91,18 @@ def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
             yield f"line {n}", obj
 
 
-def read_rows(paths: list[Path]) -> list[dict]:
-    """The issue rows of the files (any shape `iter_objects` reads); a bad record is a one-line FILE:N error."""
+def read_rows(paths: list[Path], comments: list[dict] | None = None) -> list[dict]:
+    """The issue rows of the files (any shape `iter_objects` reads); a bad record is a one-line FILE:N error.
+    `comments`: a list that receives the comments gh's JSON inlines."""
     rows = []
+    if [str(p) for p in paths].count("-") > 1:
+        raise UsageError("standard input (-) can be read only once")
     for path in paths:
         for where, obj in iter_objects(path):
             try:
                 rows.append(issue_row(obj))
+                if comments is not None:
+                    comments += gh_comment_rows(obj, rows[-1]["repo"], rows[-1]["number"])
             except RecordError as e:
                 raise UsageError(f"{path}:{where.removeprefix('line ')}: {e}") from None
     return rows
@@ -106,10 +113,12 @@ def import_files(con: duckdb.DuckDBPyConnection, paths: list[str | Path]) -> Imp
     paths = [Path(p) for p in paths]
     if not paths:
         raise UsageError("no files given")
-    rows = read_rows(paths)
+    comments: list[dict] = []
+    rows = read_rows(paths, comments)
     result = ImportResult(files=len(paths), records=len(rows))
     with transaction(con):
         result.counts = writes.upsert_issues(con, rows)
+        writes.upsert_comments(con, comments)
     for r in rows:
         result.by_repo[r["repo"]] = result.by_repo.get(r["repo"], 0) + 1
     return result

@@ -32,6 +32,39 @@ def gold_label(con, repo: str, number: int) -> dict | None:
     return rows[0] if rows else None
 
 
+def _has_corrections(con) -> bool:
+    """A database of schema version 1, opened read-only (not migrated), has no corrections table."""
+    return con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'corrections'"
+                       ).fetchone()[0] > 0
+
+
+def latest_corrections(con) -> str:
+    """A subquery: the correction in force per issue (none on a database from before corrections)."""
+    if not _has_corrections(con):
+        return ("(SELECT NULL::TEXT AS repo, NULL::INTEGER AS number, NULL::TEXT AS re_class, NULL::TEXT AS component, "
+                "NULL::TEXT AS known_fix WHERE false)")
+    return """(SELECT * FROM corrections
+               QUALIFY row_number() OVER (PARTITION BY repo, number ORDER BY corrected_at DESC) = 1)"""
+
+
+def correction(con, repo: str, number: int) -> dict | None:
+    """The correction in force for this issue (`retriage relabel`), with how many were recorded."""
+    if not _has_corrections(con):
+        return None
+    rows = _rows(con, "SELECT *, count(*) OVER () AS corrections FROM corrections WHERE repo = ? AND number = ? "
+                      "ORDER BY corrected_at DESC LIMIT 1", [repo, number])
+    return rows[0] if rows else None
+
+
+def corrections(con) -> list[dict]:
+    """Every issue's correction in force, with the issue's text when the database has it (for `train`)."""
+    if not _has_corrections(con):
+        return []
+    return _rows(con, f"""SELECT c.*, i.title, i.body, i.html_url, i.state, i.created_at
+                          FROM {latest_corrections(con)} c LEFT JOIN issues i USING (repo, number)
+                          ORDER BY c.repo, c.number""")
+
+
 def links(con, repo: str, number: int) -> dict:
     """Pull requests that fix this issue, and issues this pull request fixes."""
     fixed_by = [r["pr_number"] for r in _rows(
@@ -100,7 +133,7 @@ def issue_vector(con, repo: str, number: int, model: str):
 LIST_SORTS = {"created": "i.created_at DESC", "updated": "i.updated_at DESC", "oldest": "i.created_at ASC",
               "confidence": "p.confidence DESC", "number": "i.repo, i.number"}
 LIST_COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component",
-                "confidence", "abstained", "known_fixes", "html_url")
+                "confidence", "abstained", "known_fixes", "html_url", "corrected")
 
 
 def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos: list[str] | None = None,
@@ -108,19 +141,28 @@ def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos
                 state: str | None = None, since=None, until=None, unsure: bool | None = None,
                 sort: str = "created", limit: int = 20) -> list[dict]:
     """Issues (not pull requests) with this model's prediction, filtered; `until` is an inclusive day,
-    `unsure` True keeps only abstentions, False only confident answers. Newest first by default."""
+    `unsure` True keeps only abstentions, False only confident answers. Newest first by default. A correction
+    (`retriage relabel`) replaces the prediction's class, component and fixes (`corrected` true; never unsure)."""
     conditions = {  # parameter -> (condition, value); a condition counts when its value is not None
         "cls": ("p.re_class = $cls", re_class), "comp": ("p.component = $comp", component),
         "state": ("i.state = $state", state), "repos": ("list_contains($repos, i.repo)", repos or None),
         "fix": ("list_contains(p.known_fixes, $fix)", fix), "since": ("i.created_at >= $since", since),
         "until": ("i.created_at < $until + INTERVAL 1 DAY", until), "unsure": ("p.abstained = $unsure", unsure),
     }
+    corrected = f"""(SELECT p.repo, p.number, coalesce(c.re_class, p.re_class) AS re_class,
+                        coalesce(c.component, p.component) AS component, p.confidence,
+                        p.abstained AND c.repo IS NULL AS abstained,
+                        CASE WHEN c.repo IS NULL THEN p.known_fixes WHEN c.known_fix = 'none' THEN []::TEXT[]
+                             ELSE [c.known_fix] END AS known_fixes,
+                        c.repo IS NOT NULL AS corrected
+                     FROM predictions p LEFT JOIN {latest_corrections(con)} c ON c.repo = p.repo AND c.number = p.number
+                     WHERE p.model_version = $mv)"""
     where = ["NOT i.is_pull_request"] + [c for c, v in conditions.values() if v is not None]
     params = {"mv": model_version, "limit": limit} | {k: v for k, (_, v) in conditions.items() if v is not None}
     return _rows(con, f"""
         SELECT i.repo, i.number, i.title, i.state, i.created_at, i.updated_at, p.re_class, p.component,
-               p.confidence, p.abstained, p.known_fixes, i.html_url
-        FROM issues i JOIN predictions p ON p.repo = i.repo AND p.number = i.number AND p.model_version = $mv
+               p.confidence, p.abstained, p.known_fixes, i.html_url, p.corrected
+        FROM issues i JOIN {corrected} p ON p.repo = i.repo AND p.number = i.number
         WHERE {' AND '.join(where)}
         ORDER BY {LIST_SORTS[sort]}, i.repo, i.number
         LIMIT $limit""", params)

@@ -122,9 +122,12 @@ def issue_row(obj: Any, default_repo: str | None = None) -> dict:
     if isinstance(comments, list):  # some dumps inline the comment objects
         comments = len(comments)
     state = _text(obj.get("state"), "state")
+    if state in ("OPEN", "CLOSED", "MERGED"):  # gh's `issue view --json` / `issue list --json` spelling
+        state = "closed" if state == "MERGED" else state.lower()
     if state is not None and state not in ("open", "closed"):
         raise RecordError(f"state must be open or closed, got {state[:20]!r}")
-    html_url = _text(obj.get("html_url"), "html_url") or f"https://github.com/{repo}/issues/{number}"
+    html_url = (_text(obj.get("html_url"), "html_url") or _gh_url(obj)
+                or f"https://github.com/{repo}/issues/{number}")
     return {
         "repo": repo,
         "number": number,
@@ -132,15 +135,40 @@ def issue_row(obj: Any, default_repo: str | None = None) -> dict:
         "body": _text(obj.get("body"), "body"),
         "state": state,
         "labels": _label_names(obj.get("labels")),
-        "author": _login(obj.get("user")) or _text(obj.get("author"), "author"),
+        "author": _login(obj.get("user")) or _login(obj.get("author")),
         "author_association": _text(obj.get("author_association"), "author_association"),
-        "created_at": parse_time(obj.get("created_at"), "created_at"),
-        "updated_at": parse_time(obj.get("updated_at"), "updated_at"),
-        "closed_at": parse_time(obj.get("closed_at"), "closed_at"),
+        "created_at": parse_time(obj.get("created_at", obj.get("createdAt")), "created_at"),
+        "updated_at": parse_time(obj.get("updated_at", obj.get("updatedAt")), "updated_at"),
+        "closed_at": parse_time(obj.get("closed_at", obj.get("closedAt")), "closed_at"),
         "comments": _int(comments, "comments"),
         "is_pull_request": bool(obj.get("pull_request")) or "/pull/" in html_url,
         "html_url": html_url,
     }
+
+
+def _gh_url(obj: dict) -> str | None:
+    """gh's `url` is the issue's web address (the API's `url` is not)."""
+    url = obj.get("url")
+    return url if isinstance(url, str) and url.startswith("https://github.com/") else None
+
+
+_GH_COMMENT_RE = re.compile(r"#issuecomment-(\d+)$")
+
+
+def gh_comment_rows(obj: dict, repo: str, number: int) -> list[dict]:
+    """The comments gh's `issue view --json comments` inlines ({body, author {login}, createdAt, url}); their id
+    is in the url (#issuecomment-ID). Comments of other shapes are only counted."""
+    out = []
+    for c in obj.get("comments") if isinstance(obj.get("comments"), list) else []:
+        m = _GH_COMMENT_RE.search(str(c.get("url") or "")) if isinstance(c, dict) else None
+        if m:
+            out.append({"repo": repo, "issue_number": number, "id": int(m.group(1)),
+                        "author": _login(c.get("author")) or _login(c.get("user")),
+                        "body": _text(c.get("body"), "body"),
+                        "created_at": parse_time(c.get("createdAt", c.get("created_at")), "comment createdAt"),
+                        "updated_at": parse_time(c.get("updatedAt", c.get("updated_at")), "comment updatedAt"),
+                        "html_url": c["url"]})
+    return out
 
 
 def comment_row(obj: Any, repo: str) -> dict:

@@ -81,29 +81,39 @@ def save_sync_state(con, repo: str, resource: str, cursor: datetime | None, etag
     )
 
 
+GOLD_COLUMNS = ("repo", "number", "re_class", "component", "known_fix", "reason", "labeler")
+
+
 def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
     con.execute("DELETE FROM gold_labels")
     if labels:
-        con.executemany(
-            "INSERT OR REPLACE INTO gold_labels VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(g["repo"], g["number"], g["re_class"], g["component"], g["known_fix"], g.get("reason"),
-              g.get("labeler")) for g in labels],
-        )
+        _insert_columns(con, "gold_labels", GOLD_COLUMNS, ("TEXT", "INTEGER") + ("TEXT",) * 5,
+                        [tuple(g.get(c) for c in GOLD_COLUMNS) for g in labels])
     return len(labels)
+
+
+PREDICTION_TYPES = ("TEXT", "INTEGER", "TEXT", "TEXT", "DOUBLE", "DOUBLE", "BOOLEAN", "TEXT[]", "TEXT", "TIMESTAMP")
+
+
+def _insert_columns(con, table: str, columns: Sequence[str], types: Sequence[str], rows: list[tuple]) -> None:
+    """INSERT OR REPLACE of many rows in one statement, column-wise (executemany costs ~20 ms a row: a chunk's
+    transaction, during which readers wait, would last seconds)."""
+    select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(zip(columns, types)))
+    con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) SELECT {select}",
+                [[r[i] for r in rows] for i in range(len(columns))])
 
 
 def save_predictions(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version."""
     if rows:
-        con.executemany(f"INSERT OR REPLACE INTO predictions ({', '.join(PREDICTION_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(PREDICTION_COLUMNS))})", rows)
+        _insert_columns(con, "predictions", PREDICTION_COLUMNS, PREDICTION_TYPES, rows)
 
 
 def save_issue_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, int, str, str]]) -> None:
     """(repo, number, model, text_hash): which cached vector is an issue's."""
     if rows:
-        con.executemany("INSERT OR REPLACE INTO issue_embeddings (repo, number, model, text_hash) VALUES (?, ?, ?, ?)",
-                        rows)
+        _insert_columns(con, "issue_embeddings", ("repo", "number", "model", "text_hash"),
+                        ("TEXT", "INTEGER", "TEXT", "TEXT"), rows)
 
 
 def save_embeddings(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
@@ -140,3 +150,13 @@ def delete_issue_comments_except(con: duckdb.DuckDBPyConnection, repo: str, numb
         con.execute("DELETE FROM comments WHERE repo = ? AND issue_number = ? AND NOT list_contains(?::BIGINT[], id)",
                     [repo, number, keep])
     return gone
+
+
+CORRECTION_COLUMNS = ("repo", "number", "re_class", "component", "known_fix", "reason", "corrected_by",
+                      "corrected_at", "was")
+
+
+def save_correction(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """One label correction (CORRECTION_COLUMNS); the newest per issue is the one in force."""
+    con.execute(f"INSERT INTO corrections ({', '.join(CORRECTION_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(CORRECTION_COLUMNS))})", [row[c] for c in CORRECTION_COLUMNS])

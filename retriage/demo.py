@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from retriage.db import queries, writes
 from retriage.db.importer import import_files
-from retriage.db.store import connect, transaction
+from retriage.db.store import Database, transaction
 from retriage.core.bundled import snapshot_files
 from retriage.core.console import console
 from retriage.render import issue_panel, stats_table
@@ -29,7 +29,7 @@ def run_demo(db: str | None, example: str) -> None:
     from retriage.report import print_weekly
 
     out = console()
-    con = connect(db)
+    con = Database(db)  # held only for each transaction: `show` and `stats` answer while the demo labels
     result = import_files(con, snapshot_files())
     c = result.counts
     out.print(f"[bold]1. snapshot[/]: {result.records} issues from {result.files} files "
@@ -52,8 +52,9 @@ def run_demo(db: str | None, example: str) -> None:
                              on_total=lambda t: prog.update(task, total=t))
     out.print(f"[bold]3. labeled[/] {res.labeled} issues with model {res.model_version} "
               f"({res.already} were already labeled by it)")
-    out.print(stats_table(queries.stats(con, current_model_version())))
-    out.print(f"[bold]4. lookup[/]: retriage show {example}")
-    out.print(issue_panel(lookup(con, example)))
-    out.print("[bold]5. weekly RE-category report[/] (last 12 weeks of the snapshot)")
-    print_weekly(con, out, weeks=12)
+    with con.reading() as reader:
+        out.print(stats_table(queries.stats(reader, current_model_version())))
+        out.print(f"[bold]4. lookup[/]: retriage show {example}")
+        out.print(issue_panel(lookup(reader, example)))
+        out.print("[bold]5. weekly RE-category report[/] (last 12 weeks of the snapshot)")
+        print_weekly(reader, out, weeks=12)

@@ -31,28 +31,31 @@ def team_labeled(repo: str, number: int) -> dict | None:
             "source": "team labels only (not in the database): taxonomy/labels"}
 
 
-def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5) -> dict:
+def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: str | None = None) -> dict:
+    """`model`: the model folder whose predictions to show (default: $RETRIAGE_MODEL, else the shipped one)."""
     repo, number = parse_ref(ref)
     issue = queries.get_issue(con, repo, number)
     if issue is None:
         labeled = team_labeled(repo, number)
         if labeled is not None:
+            labeled["correction"] = queries.correction(con, repo, number)
             return labeled
         raise UserError(f"{format_ref(repo, number)} is not in the database "
                         f"(run `retriage mine {repo}` or `retriage import FILE`)")
     from retriage.classifier import current_model_name, current_model_version  # light: reads metadata only
 
-    version = current_model_version()
+    version, name = current_model_version(model), current_model_name(model)
     prediction = queries.latest_prediction(con, repo, number, version) or queries.latest_prediction(con, repo, number)
     neighbours = []
-    vec = queries.issue_vector(con, repo, number, current_model_name())
+    vec = queries.issue_vector(con, repo, number, name)
     if vec is not None and similar > 0:
-        neighbours = queries.similar_to_vector(con, vec, current_model_name(), limit=similar, exclude=(repo, number))
+        neighbours = queries.similar_to_vector(con, vec, name, limit=similar, exclude=(repo, number))
     return {
         "ref": format_ref(repo, number),
         "issue": issue,
         "prediction": prediction,
         "gold": queries.gold_label(con, repo, number),
+        "correction": queries.correction(con, repo, number),  # `retriage relabel`: overrides the prediction
         "links": queries.links(con, repo, number),
         "similar": neighbours,
     }

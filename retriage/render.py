@@ -34,10 +34,21 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
 
     pred = info.get("prediction")
     gold = info.get("gold")
+    fix = info.get("correction")
     table = Table.grid(padding=(0, 2))
     table.add_column(style="dim")
     table.add_column()
-    if pred:
+    if fix:  # a correction overrides the prediction; the model's answer stays visible below it
+        table.add_row("class", f"[bold]{fix['re_class']}[/] (corrected)")
+        table.add_row("component", f"[bold]{fix['component']}[/] (corrected)")
+        table.add_row("known fixes", fix["known_fix"] if fix["known_fix"] != "none" else "-")
+        more = f"; {fix['corrections']} corrections recorded" if fix.get("corrections", 1) > 1 else ""
+        table.add_row("corrected", f"by {fix['corrected_by']} on {_date(fix['corrected_at'])}: {fix['reason']}{more}")
+        if pred:
+            cls = pred["re_class"] + (" (unsure)" if pred.get("abstained") else "")
+            table.add_row("model said", f"{cls} conf {pred['confidence']:.2f} / {pred['component']} / "
+                          f"fixes {', '.join(pred.get('known_fixes') or []) or '-'} ({pred['model_version']})")
+    elif pred:
         cls = pred["re_class"] + (" (unsure)" if pred.get("abstained") else "")
         table.add_row("predicted class", f"[bold]{cls}[/] conf {pred['confidence']:.2f}")
         comp_conf = pred.get("component_confidence")
@@ -104,6 +115,8 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
     from retriage.core.refs import format_ref
 
     t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left")
+    if any(r.get("corrected") for r in rows):
+        t.caption = "* corrected with `retriage relabel` (class, component and fix as corrected)"
     refs = [format_ref(r["repo"], r["number"]) for r in rows]
     fixes = [", ".join(r["known_fixes"] or []) or "-" for r in rows]
     widths = {"issue": max([len(x) for x in refs] + [5]), "state": 6, "created": 10, "class": 6, "conf": 4,
@@ -113,7 +126,7 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
     fixed = sum(widths.values()) + 3 * len(widths) + 4  # cells, padding and borders
     t.add_column("title", max_width=max(16, width - fixed), no_wrap=True, overflow="ellipsis")
     for ref, fix, r in zip(refs, fixes, rows):
-        cls = "unsure" if r["abstained"] else r["re_class"]
+        cls = ("unsure" if r["abstained"] else r["re_class"]) + ("*" if r.get("corrected") else "")
         t.add_row(ref, r["state"], _date(r["created_at"]), cls,
                   f"{r['confidence']:.2f}", r["component"], fix,
                   Text(r["title"] or ""))

@@ -103,3 +103,49 @@ def test_missing_file_is_a_user_error(db_path, tmp_path):
     con = store.connect(db_path)
     with pytest.raises(UserError, match="no such file"):
         import_files(con, [tmp_path / "nope.json"])
+
+
+GH_VIEW = {  # the shape of `gh issue view N --json number,title,body,state,url,createdAt,updatedAt,closedAt,
+    #           labels,author,comments`
+    "number": 9001, "title": "CUDA OOM at startup", "body": "torch.OutOfMemoryError: CUDA out of memory",
+    "state": "CLOSED", "url": "https://github.com/vllm-project/vllm/issues/9001",
+    "createdAt": "2025-09-01T10:00:00Z", "updatedAt": "2025-09-02T10:00:00Z", "closedAt": "2025-09-02T09:00:00Z",
+    "labels": [{"id": "LA_1", "name": "bug", "description": "", "color": "d73a4a"}],
+    "author": {"id": "U_1", "is_bot": False, "login": "bob", "name": "Bob"},
+    "comments": [{"id": "IC_1", "author": {"login": "carol"}, "authorAssociation": "MEMBER",
+                  "body": "try --gpu-memory-utilization 0.8", "createdAt": "2025-09-01T12:00:00Z",
+                  "url": "https://github.com/vllm-project/vllm/issues/9001#issuecomment-555"}],
+}
+
+
+def test_gh_json_shape_imports_with_its_comments(tmp_path):
+    from retriage.db.store import Database
+
+    listed = dict(GH_VIEW, number=9002, state="OPEN", url="https://github.com/vllm-project/vllm/issues/9002",
+                  comments=[], closedAt=None)
+    src = tmp_path / "gh.json"
+    src.write_text(json.dumps([GH_VIEW, listed]))  # `gh issue list --json ...` prints an array
+    db = Database(tmp_path / "gh.duckdb")
+    result = import_files(db, [src])
+    assert result.counts["new"] == 2
+    with db.reading() as con:
+        rows = con.execute("SELECT number, state, author, labels, created_at, closed_at, html_url, comments "
+                           "FROM issues ORDER BY number").fetchall()
+        comments = con.execute("SELECT repo, issue_number, id, author, body FROM comments").fetchall()
+    assert rows[0][:4] == (9001, "closed", "bob", ["bug"]) and rows[1][1] == "open"
+    assert rows[0][4].isoformat() == "2025-09-01T10:00:00" and rows[0][5].isoformat() == "2025-09-02T09:00:00"
+    assert rows[0][6] == GH_VIEW["url"] and rows[0][7] == 1 and rows[1][5] is None
+    assert comments == [("vllm-project/vllm", 9001, 555, "carol", "try --gpu-memory-utilization 0.8")]
+
+
+def test_import_dash_reads_standard_input(tmp_path):
+    from typer.testing import CliRunner
+
+    from retriage.cli import app
+
+    db = tmp_path / "stdin.duckdb"
+    r = CliRunner().invoke(app, ["import", "-", "--db", str(db), "--json"], input=json.dumps(GH_VIEW) + "\n")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["new"] == 1
+    r = CliRunner().invoke(app, ["import", "-", "-", "--db", str(db)], input="")
+    assert isinstance(r.exception, UserError) and "only once" in str(r.exception)

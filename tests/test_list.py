@@ -56,7 +56,7 @@ def run(db, *args):
 def model_version(monkeypatch):
     import retriage.classifier as clf
 
-    monkeypatch.setattr(clf, "current_model_version", lambda: MODEL)
+    monkeypatch.setattr(clf, "current_model_version", lambda folder=None: MODEL)
 
 
 def test_class_and_engine_filters_with_a_limit(db):

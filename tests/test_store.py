@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 import sys
 
 import duckdb
@@ -64,14 +66,18 @@ def test_failed_transaction_leaves_database_unchanged(db_path):
     assert con.execute("SELECT count(*), max(title) FROM issues").fetchone() == before
 
 
-def test_second_writer_gets_a_clear_error(db_path):
+def test_second_writer_waits_then_gets_a_clear_error(db_path):
     con = store.connect(db_path)
     con.execute("SELECT 1").fetchone()
     code = ("import sys\nfrom retriage.db import store\nfrom retriage.core.errors import UserError\n"
             f"try:\n    store.connect({str(db_path)!r})\nexcept UserError as e:\n    print(e); sys.exit(3)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RETRIAGE_DB_WAIT": "1.5"})
     assert proc.returncode == 3, proc.stderr
-    assert "in use by another" in proc.stdout
+    assert time.monotonic() - started >= 1.5, "it waited before giving up"
+    assert "in use by another" in proc.stdout and "waited 1.5 s" in proc.stdout
+    assert proc.stderr.count("is busy") == 1, proc.stderr  # one note, not one per try
     con.close()
 
 

@@ -227,3 +227,23 @@ def test_prepare_handles_empty_and_none():
     assert prepare(None, None) == ""
     assert prepare("Only a title", "") == "Only a title"
     assert clean_lines("") == []
+
+
+def test_reading_text_drops_template_checklists_in_any_marker_form():
+    """`show` prints for_reading(body): llama.cpp's template answered with [Y], [✓], [yes]... is not the body."""
+    import gzip
+    import json
+
+    from conftest import corpus_file
+    from retriage.core.textprep import ANY_CHECKLIST_RE, clean_lines, for_reading
+
+    with gzip.open(corpus_file("llama_cpp.jsonl.gz"), "rt", encoding="utf-8") as f:
+        body = next(r["body"] for r in map(json.loads, f) if r["number"] == 3825)
+    assert "- [Y] I am running the latest code" in "\n".join(clean_lines(body)), "the classifier's text is as before"
+    shown = for_reading(body, 1200)
+    assert "Prerequisites" not in shown and "[Y]" not in shown
+    assert shown.startswith("Not 100% certain if this is a bug")
+    for marker in ("[Y]", "[y]", "[✓]", "[✔]", "[yes]", "[ ]", "[x]", "[✅]"):
+        text = f"# Prerequisites\n- {marker} I searched the issues\nThe server crashes with OOM.\n- [link](http://x)"
+        assert for_reading(text) == "The server crashes with OOM.\n- [link](http://x)", marker
+    assert not ANY_CHECKLIST_RE.match("- [1] a footnote")

@@ -178,7 +178,7 @@ class Triage:
             neighbours = [
                 {"repo": n["repo"], "number": n["number"], "title": n["title"], "state": n["state"],
                  "score": round(float(n["score"]), 4), "html_url": n["html_url"], "known_fix": n.get("known_fix")}
-                for n in search(con, vector, current_model_name(), limit=similar)
+                for n in search(con, vector, current_model_name(self.model.folder), limit=similar)
             ]
         exc = None
         if log.exception_type:

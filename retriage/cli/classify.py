@@ -8,14 +8,17 @@ from typing import Optional
 
 import typer
 
-from retriage.cli.options import Json, print_json
+from retriage.cli.options import Json, Model, print_json
 from retriage.core.console import console
 from retriage.core.errors import UserError
+
+SIMILAR_WAIT = 3.0  # seconds classify waits for a writer before answering without similar issues
 
 
 def _open_in_background(path: str):
     """Open the database in a thread while the model runs (importing DuckDB costs a few hundred ms);
-    returns a function that waits for it. Similar issues are a bonus: a busy or foreign file yields None."""
+    returns a function that waits for it, and a function saying why it failed. Similar issues are a bonus: a
+    file busy for longer than a brief wait, or a foreign one, yields None, and the answer's notes say so."""
     import threading
 
     box: dict = {}
@@ -24,9 +27,9 @@ def _open_in_background(path: str):
         from retriage.db.store import connect
 
         try:
-            box["con"] = connect(path, read_only=True)
-        except Exception:  # noqa: BLE001 - any failure only drops the similar-issues section
-            box["con"] = None
+            box["con"] = connect(path, read_only=True, wait=SIMILAR_WAIT)
+        except Exception as e:  # noqa: BLE001 - any failure only drops the similar-issues section
+            box["con"], box["why"] = None, str(e).splitlines()[0] if str(e) else type(e).__name__
 
     t = threading.Thread(target=work, daemon=True)
     t.start()
@@ -35,7 +38,7 @@ def _open_in_background(path: str):
         t.join()
         return box.get("con")
 
-    return get
+    return get, lambda: box.get("why")
 
 
 def classify(
@@ -50,6 +53,7 @@ def classify(
     exact: bool = typer.Option(False, "--exact", help="Always run the full MiniLM model (about 0.3 s more; by "
                                "default a fast path answers when it is clearly on one side of the model's "
                                "decision, the model itself otherwise)."),
+    model: Optional[str] = Model,
 ):
     """What is this log, and what do I do? Class, component, this engine's fix steps and similar issues."""
     from retriage.triage.logtext import read_head_tail
@@ -71,18 +75,22 @@ def classify(
     if "numpy" not in sys.modules:
         # one BLAS thread per view: the views are embedded in parallel threads (faster on few cores)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from retriage.classifier.model import IssueClassifier
     from retriage.triage.classify import Triage
 
+    classifier = IssueClassifier.load(model)  # a missing or damaged --model folder: one line, before any work
     path = db or "retriage.duckdb"
-    con = _open_in_background(path) if similar > 0 and os.path.exists(path) else None
+    con, why = _open_in_background(path) if similar > 0 and os.path.exists(path) else (None, lambda: None)
     # one question per process: ask the database for similar issues rather than loading all their vectors
     try:
-        result = Triage(fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
+        result = Triage(classifier, fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
         if fmt == "markdown":
             return _print_markdown(result, con() if con is not None else None)
     finally:
         if con is not None:
             con()  # let the background open finish: exiting while DuckDB loads aborts the process (exit 134)
+    if why():
+        result.notes.append(f"similar issues skipped: {why()}")
     if as_json or fmt == "json":
         print_json(result.to_json())
     else:

@@ -7,20 +7,22 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import BaseUrl, Db, Json, Offline, print_json
+from retriage import taxonomy
+from retriage.cli.options import BaseUrl, Db, Json, Model, Offline, one_of, print_json
 from retriage.core.console import console
 
 
 def import_cmd(
-    files: List[Path] = typer.Argument(..., help="JSON array, JSON lines or .gz files of GitHub issue objects."),
+    files: List[Path] = typer.Argument(..., help="JSON array, JSON lines or .gz files of GitHub issue objects "
+                                       "(API shape, or gh's `issue view/list --json`); - reads standard input."),
     db: Optional[str] = Db,
     as_json: bool = Json,
 ):
     """Load GitHub issue objects (API or corpus shape) into the database, all or nothing."""
     from retriage.db.importer import import_files
-    from retriage.db.store import connect
+    from retriage.db.store import Database
 
-    result = import_files(connect(db), files)
+    result = import_files(Database(db), files)
     if as_json:
         print_json({"files": result.files, "records": result.records, **result.counts, "by_repo": result.by_repo})
         return
@@ -36,6 +38,7 @@ def show(
     similar: int = typer.Option(5, help="How many similar issues to list."),
     offline: bool = Offline,
     base_url: str = BaseUrl,
+    model: Optional[str] = Model,
 ):
     """Everything known about one issue: record, predicted class and component, known fixes, similar issues.
 
@@ -51,18 +54,18 @@ def show(
         from retriage.miner.client import token_from_env
 
         fetch_if_missing(db, *parse_ref(ref), base_url=base_url, token=token_from_env())
-    info = lookup(connect(db, read_only=True), ref, similar=similar)
+    info = lookup(connect(db, read_only=True), ref, similar=similar, model=model)
     print_json(info) if as_json else console().print(issue_panel(info))
 
 
-def stats(db: Optional[str] = Db, as_json: bool = Json):
+def stats(db: Optional[str] = Db, as_json: bool = Json, model: Optional[str] = Model):
     """Issues per repository, date range and share labeled by the current model."""
     from retriage.classifier import current_model_version
     from retriage.db import queries
     from retriage.db.store import connect
     from retriage.render import stats_table
 
-    s = queries.stats(connect(db, read_only=True), current_model_version())
+    s = queries.stats(connect(db, read_only=True), current_model_version(model))
     print_json(s) if as_json else console().print(stats_table(s))
 
 
@@ -77,11 +80,11 @@ def demo(
 
 
 def list_cmd(
-    engine: List[str] = typer.Option([], "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm; repeatable."),
-    re_class: Optional[str] = typer.Option(None, "--class", help="RE.1, RE.2, RE.3, RE.4 or none."),
-    component: Optional[str] = typer.Option(None, help="model_loader, operators, engine_setup, scheduler, "
-                                            "frontend or other."),
-    fix: Optional[str] = typer.Option(None, help="A known-fix tag (ipc_host, oom_four_step, ...)."),
+    engine: List[str] = typer.Option([], "--engine", "-e", help=f"{one_of(e.id for e in taxonomy.engines())}; "
+                                     "repeatable."),
+    re_class: Optional[str] = typer.Option(None, "--class", help=f"{one_of(taxonomy.re_class_ids())}."),
+    component: Optional[str] = typer.Option(None, help=f"{one_of(taxonomy.component_ids())}."),
+    fix: Optional[str] = typer.Option(None, help=f"A known-fix tag: {one_of(taxonomy.fix_tag_ids())}."),
     state: Optional[str] = typer.Option(None, help="open or closed."),
     since: Optional[str] = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back."),
     until: Optional[str] = typer.Option(None, help="Created on or before (inclusive day), same forms."),
@@ -91,6 +94,7 @@ def list_cmd(
     limit: int = typer.Option(20, "--limit", "-L", help="At most this many issues."),
     fmt: str = typer.Option("table", "--format", help="table, json, ndjson or csv."),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    model: Optional[str] = Model,
     db: Optional[str] = Db,
 ):
     """Stored issues with the current model's class, component and known fixes, filtered and sorted."""
@@ -105,7 +109,7 @@ def list_cmd(
 
         raise UserError(f"--format must be one of table, json, ndjson, csv, not {fmt!r}", exit_code=2)
     f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
-    rows = list_issues(connect(db, read_only=True), f, current_model_version())
+    rows = list_issues(connect(db, read_only=True), f, current_model_version(model))
     if fmt == "table":
         out = console()
         out.print(issues_table(rows, out.width))

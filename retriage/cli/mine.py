@@ -159,14 +159,14 @@ def mine(
 
     Token from GH_TOKEN, else GITHUB_TOKEN (as gh). An interrupted run loses nothing; an unchanged repository costs one request.
     """
-    from retriage.db.store import connect
+    from retriage.db.store import Database
     from retriage.miner.client import GitHubClient, GitHubError, token_from_env
     from retriage.miner.sync import load_state, parse_since, resolve_repos, sync_repos
 
     repo_list = resolve_repos(repos)
     since_dt = parse_since(since)
     token = token_from_env()
-    con = connect(db)
+    con = Database(db)  # held only for each page's transaction: readers get in between
     if token is None:
         sys.stderr.write(NO_TOKEN_NOTE + "\n")
     try:

@@ -3,41 +3,53 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import Db, Json, Model, print_json
 from retriage.cli.options import progress as _progress
 from retriage.core.console import console as _console
 
 
 def train(
     db: Optional[str] = Db,
-    labels: Path = typer.Option(None, help="Folder of labeled *.jsonl files (default: the package's taxonomy/labels)."),
-    output: Path = typer.Option(None, help="Where to write the model (default: the package's classifier/model)."),
+    labels: Path = typer.Option(None, help="Folder (or one file) of labeled *.jsonl (default: the package's "
+                                "taxonomy/labels)."),
+    extra_labels: List[Path] = typer.Option([], "--extra-labels", help="More labeled JSON lines, over --labels "
+                                             "(same fields; records of issues outside the corpus need title and "
+                                             "body); repeatable."),
+    corrections: bool = typer.Option(True, "--corrections/--no-corrections", help="Learn the corrections "
+                                     "recorded with `retriage relabel` in --db (over the labels)."),
+    output: Path = typer.Option(None, "--output", "-o", help="Model folder to write (default: the user data "
+                                "folder, e.g. ~/.local/share/retriage/models/<version>)."),
+    model: Optional[str] = Model,
     as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
-                                   "of `retriage classify` again (from the model in --output or the package)."),
+                                   "of `retriage classify` again (of the model in --output, else --model)."),
 ):
-    """Fit the classifier from the labeled set and print its dev-split metrics (and the fast path's agreement)."""
+    """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (and the fast
+    path's agreement). The model goes to the user data folder, never into the installed package: use it with
+    `--model DIR` or RETRIAGE_MODEL=DIR."""
     from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
-    from retriage.db.store import connect
+    from retriage.db.store import Database
     from retriage.taxonomy import LABELS_DIR
 
-    con = connect(db)
+    con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     prog, advance = _progress(None, "embedding issues")
     with prog:
         if fast_only:
-            model, fast = refresh_fast_head(con, labels or LABELS_DIR, output, progress=advance)
+            trained, fast = refresh_fast_head(con, labels or LABELS_DIR, output or model, progress=advance)
         else:
-            result = run_train(con, labels or LABELS_DIR, output, progress=advance)
-            model, fast = result.model, result.fast
-    out = {"model_version": model.version, "fast_path": fast.to_dict() if fast else None}
+            result = run_train(con, labels or LABELS_DIR, output, progress=advance, extra_labels=extra_labels,
+                               corrections=corrections)
+            trained, fast = result.model, result.fast
+    out = {"model_version": trained.version, "model_dir": str(trained.folder),
+           "fast_path": fast.to_dict() if fast else None}
     if not fast_only:
         out.update({"n_train": result.n_train, "n_dev": result.n_dev, "coverage": round(result.coverage, 4),
-                    "dev": {k: v.to_dict() for k, v in result.dev.items()}})
+                    "corrections": result.n_corrections, "dev": {k: v.to_dict() for k, v in result.dev.items()}})
     if as_json:
         print_json(out)
         return
@@ -45,25 +57,31 @@ def train(
 
     c = _console()
     if not fast_only:
-        c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues, evaluated on {result.n_dev} "
-                f"dev issues (abstains below confidence {result.model.threshold:.2f}; coverage {result.coverage:.0%})")
+        c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues ({result.n_corrections} "
+                f"corrections among the labels), evaluated on {result.n_dev} dev issues (abstains below confidence "
+                f"{result.model.threshold:.2f}; coverage {result.coverage:.0%})")
         for target, s in result.dev.items():
             c.print(scores_table(target, {"model": s}))
     if fast:
-        c.print(f"fast path of `retriage classify` for model {model.version}, on {fast.n} dev issues: answers "
+        c.print(f"fast path of `retriage classify` for model {trained.version}, on {fast.n} dev issues: answers "
                 f"{fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
                 f"(fast head alone {fast.re_agreement_fast_only:.1%}), same component {fast.component_agreement:.1%}")
+    c.print(f"model folder {trained.folder}: use it with `--model {trained.folder}` or "
+            f"`export RETRIAGE_MODEL={trained.folder}`")
 
 
 def label(
     db: Optional[str] = Db,
     as_json: bool = Json,
+    model: Optional[str] = Model,
 ):
     """Label every issue in the database that has no prediction from the current model."""
     from retriage.classifier.label import label_database
-    from retriage.db.store import connect
+    from retriage.classifier.model import IssueClassifier
+    from retriage.db.store import Database
 
-    con = connect(db)
+    classifier = IssueClassifier.load(model)
+    con = Database(db)  # held only for each chunk's transaction: show, stats and report answer meanwhile
     holder: dict = {}
 
     def on_total(n):
@@ -71,7 +89,7 @@ def label(
         holder["prog"].start()
 
     try:
-        result = label_database(con, progress=lambda n: holder["advance"](n), on_total=on_total)
+        result = label_database(con, classifier, progress=lambda n: holder["advance"](n), on_total=on_total)
     finally:
         if "prog" in holder:
             holder["prog"].stop()
@@ -84,14 +102,18 @@ def label(
 
 
 def predict(
-    input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus or GitHub API shape)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line."),
+    input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus, GitHub API or gh "
+                               "shape); - reads standard input."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line; - is "
+                                "standard output."),
+    model: Optional[str] = Model,
 ):
     """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
+    from retriage.classifier.model import IssueClassifier
     from retriage.classifier.predict import predict_file
 
-    n = predict_file(input, output)
-    typer.echo(f"wrote {n} predictions to {output}", err=True)
+    n = predict_file(input, output, IssueClassifier.load(model))
+    typer.echo(f"wrote {n} predictions to {'standard output' if str(output) == '-' else output}", err=True)
 
 
 def eval_cmd(
@@ -102,6 +124,7 @@ def eval_cmd(
     as_json: bool = Json,
     dev_only: bool = typer.Option(False, "--dev-only", help="Only the dev split (skip the future and new-engine "
                                   "splits, which refit the model on each split's training side)."),
+    model: Optional[str] = Model,
 ):
     """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines, on the dev split and
     on the splits that measure generalisation: future (trained before 2025-08-01) and new engine (TensorRT-LLM)."""
@@ -112,7 +135,8 @@ def eval_cmd(
     task = bar.task_ids[0]
     with bar:
         report = run_eval(gold, db, generalisation=not dev_only,
-                          step=lambda what: bar.update(task, description=what), advance=lambda: advance(1))
+                          step=lambda what: bar.update(task, description=what), advance=lambda: advance(1),
+                          model_dir=model)
     if as_json:
         print_json(report.to_dict())
         return

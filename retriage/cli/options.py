@@ -17,6 +17,14 @@ Offline = typer.Option(False, "--offline", "--no-fetch", envvar="RETRIAGE_OFFLIN
                        help="Never ask GitHub for an issue: use only what the database holds.")
 BaseUrl = typer.Option(DEFAULT_BASE_URL, "--base-url",
                        help="API root: GitHub Enterprise (https://HOST/api/v3) or a local server.")
+Model = typer.Option(None, "--model", envvar="RETRIAGE_MODEL", help="Model folder (from `retriage train`; "
+                     "default: the shipped model).")
+
+
+def one_of(ids) -> str:
+    """Choices for a --help text, from the taxonomy (so that the help lists what the check accepts)."""
+    ids = list(ids)
+    return ", ".join(ids[:-1]) + f" or {ids[-1]}" if len(ids) > 1 else "".join(ids)
 
 
 def jsonable(obj):

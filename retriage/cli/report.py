@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from retriage import taxonomy
-from retriage.cli.options import Db
+from retriage.cli.options import Db, Model
 from retriage.core.console import console
 from retriage.core.errors import UsageError, UserError
 
@@ -126,7 +126,8 @@ def report(
         "./retriage-weekly-<by>.<format> (./retriage-components.<format>)."),
     model_version: Optional[str] = typer.Option(
         None, "--model-version", envvar="RETRIAGE_MODEL_VERSION",
-        help="Count this model version's predictions (default: the shipped model)."),
+        help="Count this model version's predictions (default: the model of --model, else the shipped one)."),
+    model: Optional[str] = Model,
     db: Optional[str] = Db,
 ):
     """Weekly distribution of RE classes (or components) per ISO week of issue creation, or --components.
@@ -148,14 +149,18 @@ def report(
         raise UsageError(f"--weeks must be at least 1, not {weeks}")
     if weeks is not None and all_weeks:
         raise UsageError("give --weeks N or --all, not both")
-    model = model_version or CURRENT_MODEL
+    if model_version is None and model:
+        from retriage.classifier import current_model_version
+
+        model_version = current_model_version(model)
+    version = model_version or CURRENT_MODEL
     if components:
         from retriage.report.components import component_shares
 
         if per_engine or by is not By.re_class or weeks is not None or all_weeks:
             raise UsageError("--components takes --engine, --since, --until, --include-prs and an output format")
         con = connect(db, read_only=True)
-        rep = component_shares(con, engines=engine, since=since, until=until, model_version=model,
+        rep = component_shares(con, engines=engine, since=since, until=until, model_version=version,
                                include_prs=include_prs)
         message = render.components_message(rep)
         if message:
@@ -165,7 +170,7 @@ def report(
     last_weeks = weeks if weeks is not None else None if all_weeks or since else render.DEFAULT_WEEKS
     con = connect(db, read_only=True)
     rep = weekly_report(con, engines=engine, since=since, until=until, by=by.value, include_prs=include_prs,
-                        model_version=model, per_engine=per_engine, last_weeks=last_weeks)
+                        model_version=version, per_engine=per_engine, last_weeks=last_weeks)
     message = render.no_labels_message(rep)
     if message:
         raise UserError(message)

@@ -11,7 +11,14 @@ from retriage.core.errors import UserError
 
 
 def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
-    """One JSON object per line, through a temporary file in the same folder, renamed over `path` at the end."""
+    """One JSON object per line, through a temporary file in the same folder, renamed over `path` at the end;
+    `-` is standard output (written once everything is ready)."""
+    if str(path) == "-":
+        import sys
+
+        sys.stdout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        sys.stdout.flush()
+        return
     path = Path(path)
     if path.parent and not path.parent.resolve().exists():
         raise UserError(f"cannot write {path}: folder {path.parent} does not exist")

@@ -6,6 +6,14 @@ import os
 from pathlib import Path
 
 
+def models_dir() -> Path:
+    """Where `retriage train` puts models by default: the user data folder (platformdirs), `models/` in it
+    (on Linux ~/.local/share/retriage/models, or under $XDG_DATA_HOME); never the installed package."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("retriage")) / "models"
+
+
 def cache_dir() -> Path:
     """`RETRIAGE_CACHE_DIR`, else `$XDG_CACHE_HOME/retriage`, else `~/.cache/retriage` (not created here)."""
     if os.environ.get("RETRIAGE_CACHE_DIR"):

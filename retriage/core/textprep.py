@@ -74,6 +74,16 @@ _MD_HEADER_RE = re.compile(
     re.I,
 )
 _CHECKLIST_RE = re.compile(r"^\s*[-*]\s*\[[ xX]\]\s")
+# For a human reader (show): a template checklist in any marker form ([Y], [y], [✓], [✔], [✅], [yes], [ ]...),
+# and the template's own headings and instructions. (The classifier keeps `clean_lines` as it was trained.)
+ANY_CHECKLIST_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*\[(?:[ xXyYvV✓✔✅☑☒✗✘√*+-]|yes|no|done|ok)\]\s",
+                              re.I)
+_TEMPLATE_LINE_RE = re.compile(
+    r"^\s*(?:#{1,6}\s*(?:Prerequisites|Expected Behavio(?:u)?r|Current Behavio(?:u)?r|Environment and Context|"
+    r"Failure Information(?: \(for bugs\))?|Steps to Reproduce|Failure Logs)\s*$|"
+    r"Please answer the following questions for yourself before submitting an issue\.?\s*$|"
+    r"Please provide detailed information about the (?:actual|expected) behavior you are (?:seeing|expecting)\.?\s*$)",
+    re.I)
 _URL_RE = re.compile(r"https?://\S+")
 _DIGITS_RE = re.compile(r"\d+")
 
@@ -179,8 +189,10 @@ def prepare_lines(title: str, lines: list[str], keys: list[str], max_chars: int 
 
 
 def for_reading(body: str | None, max_chars: int = 3500) -> str:
-    """A cleaned body for a human (or labeling) reader: env dumps dropped, head and tail kept."""
-    text = "\n".join(clean_lines(body or ""))
+    """A cleaned body for a human (or labeling) reader: env dumps, template checklists (any marker) and the
+    template's instructions dropped, head and tail kept."""
+    text = "\n".join(ln for ln in clean_lines(body or "")
+                     if not ANY_CHECKLIST_RE.match(ln) and not _TEMPLATE_LINE_RE.match(ln))
     if len(text) <= max_chars:
         return text
     head = int(max_chars * 0.7)
