@@ -28,6 +28,7 @@ def kappa(a: list[str], b: list[str]) -> float:
 
 
 STUDIES = {"corpus": "", "real": "_real"}
+ADJUDICATION_KEYS = ("repo", "number", "field", "first", "second", "settled")
 
 
 def agreement(folder: Path = AGREEMENT_DIR, study: str = "corpus") -> dict:
@@ -36,7 +37,7 @@ def agreement(folder: Path = AGREEMENT_DIR, study: str = "corpus") -> dict:
         for r in read_labels(path):
             first.setdefault((r["repo"], r["number"]), dict(r))
     suffix = STUDIES[study]
-    for a in read_labels(folder / f"adjudication{suffix}.jsonl"):  # undo the settling: kappa is of the original labels
+    for a in read_labels(folder / f"adjudication{suffix}.jsonl", ADJUDICATION_KEYS):  # undo the settling: kappa is of the original labels
         first[(a["repo"], a["number"])][a["field"]] = a["first"]
     second = read_labels(folder / f"second_reader{suffix}.jsonl")
     pairs = [(first[(r["repo"], r["number"])], r) for r in second if (r["repo"], r["number"]) in first]

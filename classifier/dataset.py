@@ -77,7 +77,11 @@ def label_files(folder: Path = LABELS_DIR) -> list[Path]:
     return sorted(folder.glob("*.jsonl"))
 
 
-def read_labels(path: Path) -> list[dict]:
+LABEL_KEYS = ("repo", "number", "re_class", "component")
+
+
+def read_labels(path: Path, required: tuple[str, ...] = LABEL_KEYS) -> list[dict]:
+    """The records of one JSON-lines file, each checked to carry the `required` keys."""
     try:
         with open(path, encoding="utf-8") as f:
             out = [json.loads(line) for line in f if line.strip()]
@@ -86,7 +90,7 @@ def read_labels(path: Path) -> list[dict]:
     except ValueError as e:
         raise UserError(f"labels: {path}: not JSON lines: {e}") from None
     for i, r in enumerate(out, 1):
-        missing = [k for k in ("repo", "number", "re_class", "component") if not isinstance(r, dict) or k not in r]
+        missing = [k for k in required if not isinstance(r, dict) or k not in r]
         if missing:
             raise UserError(f"labels: {path}: record {i} lacks {', '.join(missing)}")
     return out

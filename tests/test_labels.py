@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from retriage.classifier.agreement import STUDIES, agreement
+from retriage.classifier.agreement import ADJUDICATION_KEYS, STUDIES, agreement
 from retriage.classifier.dataset import label_files, load_gold, read_labels
 from retriage.taxonomy import HERE, canonical_repo, component_ids, fix_tag_ids, re_class_ids
 
@@ -63,7 +63,7 @@ def test_agreement_studies_have_150_issues_and_high_kappa(study):
     assert a["n"] == 150
     for field in ("re_class", "component", "known_fix"):
         assert a[field]["kappa"] >= 0.8, (study, field, a[field])
-    adjudication = read_labels(HERE / "agreement" / f"adjudication{STUDIES[study]}.jsonl")
+    adjudication = read_labels(HERE / "agreement" / f"adjudication{STUDIES[study]}.jsonl", ADJUDICATION_KEYS)
     assert len(adjudication) == sum(a[f]["disagreements"] for f in ("re_class", "component", "known_fix"))
     assert all(x["settled"] in (x["first"], x["second"]) and x["why"].strip() for x in adjudication)
 
@@ -73,5 +73,5 @@ def test_settled_values_are_the_labels_in_use():
     for _, _, r in RECORDS:
         labels.setdefault((canonical_repo(r["repo"]), r["number"]), r)
     for study, suffix in STUDIES.items():
-        for x in read_labels(HERE / "agreement" / f"adjudication{suffix}.jsonl"):
+        for x in read_labels(HERE / "agreement" / f"adjudication{suffix}.jsonl", ADJUDICATION_KEYS):
             assert labels[(canonical_repo(x["repo"]), x["number"])][x["field"]] == x["settled"], (study, x)
