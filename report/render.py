@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from retriage import taxonomy
+from retriage.core.output import dumps
 from retriage.core.refs import format_ref
 from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, Counts, Section, WeeklyReport,
                                     newest_categories)
@@ -88,7 +88,7 @@ def to_dict(report: WeeklyReport) -> dict:
 
 
 def to_json(report: WeeklyReport) -> str:
-    return json.dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
 
 
 def csv_header(report: WeeklyReport) -> list[str]:
@@ -309,15 +309,16 @@ def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 260):
                                                  subtitle=subtitle, anchor="start"))
 
 
-def save_chart(report: WeeklyReport, path: str | Path, fmt: str | None = None) -> Path:
-    """Write the chart as PNG or self-contained HTML (JavaScript inlined, opens offline). Returns the path."""
-    path = Path(path)
-    fmt = fmt or path.suffix.lstrip(".").lower()
+def save_chart(report: WeeklyReport, path, fmt: str | None = None):
+    """Write the chart as PNG or self-contained HTML (JavaScript inlined, opens offline) to a path or an open
+    file (binary for PNG, text for HTML; `fmt` required then). Returns `path`."""
+    fmt = fmt or Path(path).suffix.lstrip(".").lower()
     if fmt not in CHART_FORMATS:
         raise ValueError(f"chart format must be one of {CHART_FORMATS}, not {fmt!r}")
     chart = weekly_chart(report)
+    target = str(path) if isinstance(path, (str, Path)) else path
     if fmt == "png":
-        chart.save(str(path), format="png", scale_factor=2)
+        chart.save(target, format="png", scale_factor=2)
     else:
-        chart.save(str(path), format="html", inline=True)
+        chart.save(target, format="html", inline=True)
     return path

@@ -38,7 +38,10 @@ from typing import Iterable, Sequence
 import duckdb
 
 from retriage import taxonomy
+from retriage.core.days import check_year
 from retriage.core.errors import UserError
+
+MAX_WEEKS = 52 * 1000
 
 BY_VALUES = ("re_class", "component")
 UNLABELED = "unlabeled"
@@ -247,16 +250,18 @@ def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: st
 
 
 def _parse_day(value: date | str | None, what: str) -> date | None:
-    if value is None or isinstance(value, date) and not isinstance(value, datetime):
+    if value is None:
         return value
     if isinstance(value, datetime):
-        return value.date()
-    try:
-        if len(value) != 10:
-            raise ValueError
-        return date.fromisoformat(value)
-    except ValueError:
-        raise UserError(f"{what} must be a date as YYYY-MM-DD, not {value!r}") from None
+        value = value.date()
+    if not isinstance(value, date):
+        try:
+            if len(value) != 10:
+                raise ValueError
+            value = date.fromisoformat(value)
+        except ValueError:
+            raise UserError(f"{what} must be a date as YYYY-MM-DD, not {value!r}") from None
+    return check_year(value, what, value.isoformat())
 
 
 def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date | None, date | None]:
@@ -266,8 +271,8 @@ def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date 
     since_day, until_day = _parse_day(since, "--since"), _parse_day(until, "--until")
     if since_day and until_day and since_day > until_day:
         raise UserError(f"--since {since_day} is after --until {until_day}")
-    if last_weeks is not None and last_weeks < 1:
-        raise UserError(f"the number of weeks must be at least 1, not {last_weeks}")
+    if last_weeks is not None and not 1 <= last_weeks <= MAX_WEEKS:
+        raise UserError(f"the number of weeks must be from 1 to {MAX_WEEKS:,}, not {last_weeks}")
     return since_day, until_day
 
 

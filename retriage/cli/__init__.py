@@ -49,13 +49,45 @@ for _name, _command in COMMANDS.items():
     app.command(_name)(_command)
 
 
-def main() -> None:
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _click_exceptions():
+    """Typer 0.29 ships its own copy of Click; older ones use Click itself."""
     try:
-        app()
+        from typer._click import exceptions as exc
+        from typer.exceptions import Abort
+    except ImportError:  # pragma: no cover - older Typer
+        from click import exceptions as exc
+        from click.exceptions import Abort
+    return exc, Abort
+
+
+def main() -> None:
+    click, Abort = _click_exceptions()
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except UserError as e:
-        sys.stderr.write(f"retriage: error: {e}\n")
+        sys.stderr.write(f"retriage: error: {_one_line(e)}\n")
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except click.NoArgsIsHelpError as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.UsageError as e:  # a bad option or argument: one line naming it, not Click's usage box
+        hint = f" (see `retriage {e.ctx.info_name} --help`)" if e.ctx and e.ctx.parent else ""
+        sys.stderr.write(f"retriage: error: {_one_line(e.format_message())}{hint}\n")
+        sys.exit(2)
+    except click.ClickException as e:
+        sys.stderr.write(f"retriage: error: {_one_line(e.format_message())}\n")
+        sys.exit(e.exit_code or 1)
+    except (KeyboardInterrupt, Abort) as e:
+        if isinstance(e, Abort) and not isinstance(e.__context__, KeyboardInterrupt):
+            if os.environ.get("RETRIAGE_DEBUG"):
+                raise
+            sys.stderr.write("retriage: internal error: end of input where more was expected\n")
+            sys.exit(70)
         sys.stderr.write("retriage: interrupted\n")
         sys.exit(130)
     except BrokenPipeError:

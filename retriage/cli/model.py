@@ -85,13 +85,14 @@ def label(
 
 def predict(
     input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus or GitHub API shape)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line ('-': "
+                                "standard output; a symlink is written through)."),
 ):
     """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
     from retriage.classifier.predict import predict_file
 
     n = predict_file(input, output)
-    typer.echo(f"wrote {n} predictions to {output}", err=True)
+    typer.echo(f"wrote {n} predictions to {'standard output' if str(output) == '-' else output}", err=True)
 
 
 def eval_cmd(

@@ -11,6 +11,7 @@ from retriage import taxonomy
 from retriage.cli.options import Db
 from retriage.core.console import console
 from retriage.core.errors import UserError
+from retriage.core.output import atomic_output, is_stdout, output_target, write_text_atomic
 
 
 def _check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
@@ -21,20 +22,11 @@ def _check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
 
 
 def _write_text(text: str, output: Optional[Path]) -> None:
-    if output is None:
+    if output is None or is_stdout(output):
         typer.echo(text, nl=False)
         return
-    _check_output(output)
-    output.write_text(text, encoding="utf-8")
+    write_text_atomic(output, text)
     typer.echo(f"wrote {output}", err=True)
-
-
-def _check_output(output: Path) -> None:
-    parent = output.expanduser().resolve().parent
-    if not parent.is_dir():
-        raise UserError(f"cannot write {output}: folder {parent} does not exist")
-    if output.is_dir():
-        raise UserError(f"cannot write {output}: it is a folder")
 
 
 def _write(rep, fmt: str, output: Optional[Path]) -> None:
@@ -47,14 +39,16 @@ def _write(rep, fmt: str, output: Optional[Path]) -> None:
         _write_text(render.to_csv(rep), output)
     elif fmt in render.CHART_FORMATS:
         path = output or Path(f"retriage-weekly-{rep.by}.{fmt}")
-        _check_output(path)
-        render.save_chart(rep, path, fmt)
-        typer.echo(f"wrote chart {path.expanduser().resolve()}")
-    elif output is not None:
+        if is_stdout(path):
+            raise UserError(f"--format {fmt} writes a file: give --output FILE, not '-'")
+        target = output_target(path)
+        with atomic_output(path, binary=fmt == "png") as f:
+            render.save_chart(rep, f, fmt)
+        typer.echo(f"wrote chart {target}")
+    elif output is not None and not is_stdout(output):
         from rich.console import Console
 
-        _check_output(output)
-        with open(output, "w", encoding="utf-8") as f:
+        with atomic_output(output) as f:
             render.print_report(rep, Console(file=f, width=120, no_color=True, highlight=False))
         typer.echo(f"wrote {output}", err=True)
     else:
@@ -89,12 +83,14 @@ def report(
     """
     from retriage.db.store import connect
     from retriage.report import render
-    from retriage.report.weekly import BY_VALUES, CURRENT_MODEL, weekly_report
+    from retriage.report.weekly import BY_VALUES, CURRENT_MODEL, MAX_WEEKS, weekly_report
 
     by = _check_choice(by, BY_VALUES, "--by")
     fmt = _check_choice(fmt, render.FORMATS, "--format")
-    if weeks is not None and weeks < 1:
-        raise UserError(f"--weeks must be at least 1, not {weeks}")
+    if weeks is not None and not 1 <= weeks <= MAX_WEEKS:
+        raise UserError(f"--weeks must be from 1 to {MAX_WEEKS:,}, not {weeks}")
+    if output is not None and not is_stdout(output):
+        output_target(output)  # a bad --output fails before the query
     con = connect(db, read_only=True)
     rep = weekly_report(con, engines=engine, since=since, until=until, by=by, include_prs=include_prs,
                         model_version=model_version or CURRENT_MODEL, per_engine=per_engine, last_weeks=weeks)
