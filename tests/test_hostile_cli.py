@@ -381,3 +381,20 @@ def test_a_good_import_after_all_this_still_works(tmp_path, monkeypatch, capsys)
     code, out, err = run_main(["import", str(f), "--db", str(tmp_path / "x.duckdb"), "--json"], monkeypatch, capsys)
     assert code == 0, err
     assert json.loads(out)["new"] == 3
+
+
+@pytest.mark.slow  # fresh interpreters: the installed entry point as a user runs it
+@pytest.mark.parametrize("name", ["import-nested-array", "import-number-2^40", "import-dev-zero",
+                                  "report-until-9999-12-31", "list-limit-text", "predict-output-folder"])
+def test_a_few_cases_in_a_fresh_process(name, tmp_path, small_db):
+    from conftest import run_cli
+
+    _, argv, files = next(c for c in CASES if c[0] == name)
+    _setup(tmp_path, files)
+    new = tmp_path / "new.duckdb"
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{db}", str(small_db)).replace("{new}", str(new))
+            for a in argv]
+    proc = run_cli(*args, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode in (1, 2) and len(lines) == 1 and lines[0].startswith("retriage: error: "), proc.stderr
+    assert not new.exists()
