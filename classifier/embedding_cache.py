@@ -14,14 +14,24 @@ from retriage.classifier.features import VIEW_FIELDS, Views
 from retriage.db import writes
 
 
-def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> dict[str, np.ndarray]:
+def lookup(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str,
+           broken: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Cached vectors by hash; a stored vector holding NaN or infinity is left out (its hash is added to
+    `broken`), so that it is embedded again."""
     if not hashes:
         return {}
     rows = con.execute(
         "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN (SELECT unnest(?::TEXT[]))",
         [model, list(set(hashes))],
     ).fetchall()
-    return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
+    out = {}
+    for h, v in rows:
+        a = np.asarray(v, dtype=np.float32)
+        if a.shape == (DIM,) and np.isfinite(a).all():
+            out[h] = a
+        elif broken is not None:
+            broken.append(h)
+    return out
 
 
 def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], embedder: Embedder,
@@ -31,7 +41,10 @@ def embed_cached(con: duckdb.DuckDBPyConnection | None, texts: list[str], embedd
     model = embedder.name
     hashes = [text_hash(t) for t in texts]
     occurrences = Counter(hashes)
-    have = lookup(con, hashes, model) if con is not None else {}
+    broken: list[str] = []
+    have = lookup(con, hashes, model, broken) if con is not None else {}
+    if broken:
+        writes.delete_embeddings(con, broken, model)
     if progress:
         progress(sum(1 for h in hashes if h in have))
     missing: dict[str, str] = {}

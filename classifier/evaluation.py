@@ -15,6 +15,8 @@ from retriage.classifier.generalisation import SplitReport, baseline_answers, ev
 from retriage.classifier.predict import fixes_for
 from retriage.classifier.result_cache import examples_material, is_answers, remember
 from retriage.core.errors import UsageError
+from retriage.core.textfile import read_text
+from retriage.db.records import RecordError, issue_number, repo_of, text_field
 from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
 
 TARGETS = ("re_class", "component")
@@ -41,25 +43,41 @@ class EvalReport:
                 "generalisation": [g.to_dict() for g in self.generalisation]}
 
 
+def _gold_line(line: str, path: Path, n: int, classes: set, comps: set) -> dict:
+    """One gold line, checked: every failure is a one-line UsageError at FILE:LINE."""
+    try:
+        r = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}:{n}: not valid JSON: {e.msg}") from None
+    except (RecursionError, ValueError):
+        raise UsageError(f"{path}:{n}: not usable JSON (nested too deeply or a number too long)") from None
+    if not isinstance(r, dict):
+        raise UsageError(f"{path}:{n}: not a gold label line (a JSON object with repo, number, re_class, component)")
+    try:
+        repo = repo_of(r)
+        if repo is None:
+            raise RecordError("missing repo (owner/name)")
+        r["repo"], r["number"] = repo, issue_number(r.get("number"))
+        for key in ("title", "body", "text", "html_url", "known_fix"):
+            text_field(r.get(key), key)
+    except RecordError as e:
+        raise UsageError(f"{path}:{n}: {e}") from None
+    if not isinstance(r.get("re_class"), str) or not isinstance(r.get("component"), str) \
+            or r["re_class"] not in classes or r["component"] not in comps:
+        raise UsageError(f"{path}:{n}: unknown re_class or component")
+    return r
+
+
 def read_gold(path: Path, con=None) -> list[Example]:
     snap = snapshot_index()
     out = []
     classes, comps = set(re_class_ids()), set(component_ids())
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    lines = read_text(path).split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            r = json.loads(line)
-            repo, number = canonical_repo(r["repo"]), int(r["number"])
-            re_class, component = r["re_class"], r["component"]
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise UsageError(f"{path}:{n}: not a gold label line ({type(e).__name__}: {e})") from None
-        if re_class not in classes or component not in comps:
-            raise UsageError(f"{path}:{n}: unknown re_class or component")
+        r = _gold_line(line, path, n, classes, comps)
+        repo, number, re_class, component = r["repo"], r["number"], r["re_class"], r["component"]
         title, body = r.get("title"), r.get("body") if "body" in r else r.get("text")
         if title is None and body is None:
             row = None

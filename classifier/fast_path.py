@@ -126,7 +126,7 @@ class FastHead:
         np.savez(tmp, idf=self.idf, w_static=self.w_static, w_bow=self.w_bow, bias=self.bias, w_sim=self.w_sim,
                  b_sim=self.b_sim)
         meta = dict(self.meta, n_re=self.n_re, re_margin=self.re_margin, component_margin=self.component_margin,
-                    static_table_version=TABLE_VERSION, format=FORMAT)
+                    static_table_version=TABLE_VERSION, format=FORMAT, weights_sha256=_sha256(tmp))
         (folder / (FAST_META + ".tmp")).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         tmp.replace(folder / FAST_WEIGHTS)
         (folder / (FAST_META + ".tmp")).replace(folder / FAST_META)
@@ -145,8 +145,11 @@ class FastHead:
             head = cls(arrays["idf"], arrays["w_static"], arrays["w_bow"], arrays["bias"], arrays["w_sim"],
                        arrays["b_sim"], int(meta["n_re"]), float(meta["re_margin"]), float(meta["component_margin"]),
                        meta)
-        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+            problem = head._problem(meta.get("weights_sha256"), _sha256(folder / FAST_WEIGHTS))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as e:
             return None, f"the fast head in {folder} is unreadable ({type(e).__name__}): run `retriage train --fast-only`"
+        if problem:
+            return None, f"the fast head in {folder} is damaged ({problem}): run `retriage train --fast-only`"
         if meta.get("teacher_model_version") != model_version:
             return None, (f"the fast head was distilled from model {meta.get('teacher_model_version')}, "
                           f"not {model_version} (run `retriage train --fast-only`)")
@@ -155,6 +158,34 @@ class FastHead:
         if meta.get("static_table_version") != TABLE_VERSION:
             return None, "the fast head was distilled from another static table (run `retriage train --fast-only`)"
         return head, ""
+
+
+    def _problem(self, recorded_sha256, sha256: str) -> str:
+        """What is wrong with the loaded arrays ("" when nothing): checksum, shapes, dtypes, finiteness."""
+        if recorded_sha256 != sha256:
+            return "checksum differs from the one recorded in fast.json" if recorded_sha256 else \
+                "no checksum recorded in fast.json"
+        vocab, dim = len(self.idf), self.b_sim.shape[0] if self.b_sim.ndim == 1 else -1
+        k = self.bias.shape[0] if self.bias.ndim == 1 else -1
+        views = len(VIEW_FIELDS)
+        want = {"idf": (vocab,), "w_static": (views * dim, k), "w_bow": (len(BOW_VIEWS) * vocab, k), "bias": (k,),
+                "w_sim": (views * dim, dim), "b_sim": (dim,)}
+        for name, shape in want.items():
+            a = getattr(self, name)
+            if a.shape != shape or a.dtype.kind != "f":
+                return f"{name} has shape {a.shape} and dtype {a.dtype}, not {shape}"
+            if not np.isfinite(a).all():
+                return f"{name} holds NaN or infinite values"
+        if not 0 < self.n_re < k or vocab == 0:
+            return f"n_re {self.n_re} does not fit {k} outputs"
+        return ""
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def margins(p: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
 from retriage.classifier.embed import Embedder
 from retriage.classifier.embedding_cache import embed_views
-from retriage.core.output import write_jsonl_atomic
+from retriage.core.output import is_stdout, output_target, write_jsonl_atomic
 from retriage.db.importer import read_rows
 from retriage.taxonomy import engine_for_repo
 
@@ -64,6 +64,10 @@ def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> l
 
 
 def predict_file(input_path, output_path, model: IssueClassifier | None = None) -> int:
+    """Read and check the input and the output path first (a bad one fails before any embedding), then
+    predict and write (`-` is standard output)."""
+    if not is_stdout(output_path):
+        output_target(output_path)
     rows = read_rows([input_path])
     write_jsonl_atomic(output_path, predict_records(rows, model))
     return len(rows)

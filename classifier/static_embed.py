@@ -15,6 +15,7 @@ to read it in the model's terms and decides when it can be trusted.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from functools import lru_cache
@@ -63,25 +64,88 @@ def build_table(minilm=None, progress: Callable[[int], None] | None = None, batc
     return out
 
 
+def _sidecar(path: Path) -> Path:
+    """Beside the table: its SHA-256, shape and dtype, written when it is built and checked on every load."""
+    return path.with_name(path.name + ".json")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _write_sidecar(path: Path, table_shape: tuple, digest: str) -> None:
+    side = _sidecar(path)
+    tmp = side.with_name(f"{side.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"sha256": digest, "shape": list(table_shape), "dtype": "float16",
+                               "table_version": TABLE_VERSION}) + "\n")
+    os.replace(tmp, side)
+
+
 def save_table(table: np.ndarray, path: Path) -> None:
-    """Written to a temporary file and renamed: a reader never sees half a table."""
+    """Written to a temporary file and renamed: a reader never sees half a table. Non-finite rows are refused;
+    the file's SHA-256 is recorded beside it (`<name>.json`) and checked whenever it is loaded."""
+    table = np.asarray(table).astype(np.float16)
+    if not np.isfinite(table).all():
+        raise ValueError("the static embedding table holds NaN or infinite values")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        np.save(f, table.astype(np.float16))
+        np.save(f, table)
+    _write_sidecar(path, table.shape, _sha256(tmp))
     os.replace(tmp, path)
 
 
-def load_table(path: Path | None = None) -> np.ndarray | None:
-    """The cached table, memory-mapped (read-only), or None when it was not built yet or is unreadable."""
+SPOT_ROWS = (1012, 2019, 7221, 15000)  # rows recomputed to vouch for a table built before checksums
+
+
+def _spot_check(table: np.ndarray) -> bool:
+    """Recompute a few rows with the numpy MiniLM (about a second): does the table hold MiniLM's readings?"""
+    from retriage.classifier.embed import NumpyMiniLM
+
+    ids = np.array([i for i in SPOT_ROWS if i < table.shape[0]] or [0])
+    seq = np.stack([np.full_like(ids, CLS), ids, np.full_like(ids, SEP)], axis=1)
+    want = NumpyMiniLM().hidden_states(seq)[:, 1]
+    return bool(np.allclose(table[ids].astype(np.float32), want, atol=2e-2, rtol=1e-2))
+
+
+def check_table(path: Path | None = None) -> tuple[np.ndarray | None, str]:
+    """(the cached table memory-mapped read-only, "") or (None, why it cannot be used): missing, unreadable,
+    of the wrong shape or dtype, or not the file that was built (SHA-256 recorded beside it). A table built
+    before checksums were recorded is checked once (finite values, a few rows recomputed) and then gets one."""
     path = path or table_path()
+    if not path.exists():
+        return None, f"the static embedding table {path} is not built yet"
     try:
         table = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        return None, f"the static embedding table {path} is unreadable ({type(e).__name__})"
+    if table.ndim != 2 or table.shape[1] != 384 or table.dtype != np.float16 or table.shape[0] == 0:
+        return None, f"the static embedding table {path} has shape {table.shape} and dtype {table.dtype}"
+    damaged = f"the static embedding table {path} is damaged"
+    try:
+        recorded = json.loads(_sidecar(path).read_text())
+    except FileNotFoundError:
+        recorded = None
     except (OSError, ValueError):
-        return None
-    if table.ndim != 2 or table.shape[1] != 384 or table.dtype != np.float16:
-        return None
-    return table
+        return None, f"{damaged} (its checksum file is unreadable)"
+    if recorded is None:
+        if not np.isfinite(table).all() or not _spot_check(table):
+            return None, f"{damaged} (its values are not MiniLM's)"
+        try:
+            _write_sidecar(path, table.shape, _sha256(path))
+        except OSError:
+            pass  # a read-only cache: checked again next time
+        return table, ""
+    if not isinstance(recorded, dict) or recorded.get("shape") != list(table.shape) \
+            or recorded.get("sha256") != _sha256(path):
+        return None, f"{damaged} (it is not the file that was built: checksum differs)"
+    return table, ""
+
+
+def load_table(path: Path | None = None) -> np.ndarray | None:
+    """The cached table, memory-mapped (read-only), or None when it is missing or damaged (see check_table)."""
+    return check_table(path)[0]
 
 
 def ensure_table(progress: Callable[[int], None] | None = None) -> np.ndarray:

@@ -6,10 +6,8 @@ them. Every file is read and checked before anything is written: bad input leave
 
 from __future__ import annotations
 
-import gzip
 import json
-import sys
-import zlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -18,8 +16,9 @@ import duckdb
 
 from retriage.db import writes
 from retriage.db.records import RecordError, gh_comment_rows, issue_row
-from retriage.db.store import transaction
+from retriage.db.store import connect, default_path, transaction
 from retriage.core.errors import UsageError
+from retriage.core.textfile import read_text
 
 
 @dataclass
@@ -30,60 +29,45 @@ class ImportResult:
     by_repo: dict = field(default_factory=dict)
 
 
-def _read_text(path: Path) -> str:
-    """The file's text (gzip or not); `-` is standard input."""
+def _loads(text: str, path: Path, line: int):
+    """json.loads whose every failure is a one-line UsageError at FILE:LINE."""
     try:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a file") from None
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise UsageError(f"{path}: broken or truncated gzip data ({e})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}:{line + e.lineno - 1}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise UsageError(f"{path}:{line}: JSON nested too deeply") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise UsageError(f"{path}:{line}: not usable JSON: {str(e).split(';')[0]}") from None
 
 
 def iter_objects(path: Path) -> Iterator[tuple[str, object]]:
     """(where, object) for each record in a file; `where` is 'line N' or 'item N'."""
-    text = _read_text(path)
+    text = read_text(path)
     stripped = text.lstrip()
     if not stripped:
         raise UsageError(f"{path}: empty file")
     if stripped[0] == "[":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+        data = _loads(text, path, 1)
         for i, obj in enumerate(data, 1):
             yield f"item {i}", obj
         return
-    lines = text.splitlines()
+    lines = text.split("\n")  # not splitlines(): U+2028 and friends are allowed inside JSON strings
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
+            obj = _loads(line, path, n)
+        except UsageError:
             if n == 1 and stripped[0] == "{":
-                try:  # one pretty-printed object
-                    obj = json.loads(text)
-                except json.JSONDecodeError:
-                    raise UsageError(f"{path}:{n}: not valid JSON: {e.msg}") from None
+                obj = _loads(text, path, 1)  # one pretty-printed object
                 if isinstance(obj, dict) and isinstance(obj.get("items"), list):
                     for i, item in enumerate(obj["items"], 1):
                         yield f"item {i}", item
                 else:
                     yield "line 1", obj
                 return
-            raise UsageError(f"{path}:{n}: not valid JSON: {e.msg}") from None
+            raise
         if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "number" not in obj:
             for i, item in enumerate(obj["items"], 1):
                 yield f"line {n} item {i}", item
@@ -114,7 +98,10 @@ def import_files(con: duckdb.DuckDBPyConnection, paths: list[str | Path]) -> Imp
     if not paths:
         raise UsageError("no files given")
     comments: list[dict] = []
-    rows = read_rows(paths, comments)
+    return _store(con, paths, read_rows(paths, comments), comments)
+
+
+def _store(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[dict], comments: list[dict]) -> ImportResult:
     result = ImportResult(files=len(paths), records=len(rows))
     with transaction(con):
         result.counts = writes.upsert_issues(con, rows)
@@ -122,3 +109,30 @@ def import_files(con: duckdb.DuckDBPyConnection, paths: list[str | Path]) -> Imp
     for r in rows:
         result.by_repo[r["repo"]] = result.by_repo.get(r["repo"], 0) + 1
     return result
+
+
+def import_into(db: str | os.PathLike | None, paths: list[str | Path]) -> ImportResult:
+    """`retriage import`: read and check every file before the database is opened, then upsert; a database
+    file this call created is removed again when anything fails (no half-made database is left behind)."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise UsageError("no files given")
+    comments: list[dict] = []
+    rows = read_rows(paths, comments)
+    path = str(db or default_path())
+    created = [p for p in (path, path + ".wal") if path != ":memory:" and not os.path.lexists(p)]
+    con = None
+    try:
+        con = connect(path)
+        return _store(con, paths, rows, comments)
+    except BaseException:
+        if con is not None:
+            con.close()
+            con = None
+        for p in created:
+            if os.path.lexists(p):
+                os.unlink(p)
+        raise
+    finally:
+        if con is not None:
+            con.close()

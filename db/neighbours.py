@@ -43,10 +43,15 @@ class NeighbourIndex:
 
     def _load(self, con, model: str) -> None:
         cols = con.execute(_LOAD, {"model": model}).fetchnumpy()  # numpy columns: far faster than Python rows
+        if len(cols["repo"]):  # a stored vector holding NaN or infinity is left out
+            m = np.stack(cols["vector"]).astype(np.float32)
+            ok = np.isfinite(m).all(axis=1)
+            if not ok.all():
+                cols = {f: cols[f][ok] for f in (*_FIELDS, "vector")}
+                m = m[ok]
         self._columns = {f: cols[f] for f in _FIELDS}
         self._keys = list(zip(cols["repo"].tolist(), cols["number"].tolist()))
         if self._keys:
-            m = np.stack(cols["vector"]).astype(np.float32)
             self._matrix = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
         else:
             self._matrix = np.zeros((0, 0), dtype=np.float32)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import duckdb
 
 
@@ -106,10 +108,13 @@ def stats(con: duckdb.DuckDBPyConnection, model_version: str | None = None) -> d
 
 def similar_to_vector(con, vector, model: str, limit: int = 5, exclude: tuple[str, int] | None = None,
                       include_prs: bool = False) -> list[dict]:
-    """Nearest issues by cosine similarity of stored embeddings (DuckDB's array_cosine_similarity)."""
+    """Nearest issues by cosine similarity of stored embeddings (DuckDB's array_cosine_similarity); stored
+    vectors holding NaN or infinity (a NaN score) are left out, and so is everything for such a `vector`."""
     ex_repo, ex_num = exclude if exclude else (None, None)
+    if not all(math.isfinite(float(x)) for x in vector):
+        return []
     return _rows(con, """
-        SELECT i.repo, i.number, i.title, i.state, i.labels, i.html_url,
+        SELECT * FROM (SELECT i.repo, i.number, i.title, i.state, i.labels, i.html_url,
                array_cosine_similarity(e.vector, $vec::FLOAT[384]) AS score,
                g.known_fix AS known_fix
         FROM issue_embeddings ie
@@ -118,7 +123,7 @@ def similar_to_vector(con, vector, model: str, limit: int = 5, exclude: tuple[st
         LEFT JOIN gold_labels g ON g.repo = i.repo AND g.number = i.number
         WHERE ie.model = $model AND ($inc OR NOT i.is_pull_request)
           AND NOT (i.repo IS NOT DISTINCT FROM $exr AND i.number IS NOT DISTINCT FROM $exn)
-        ORDER BY score DESC LIMIT $lim""",
+        ) WHERE isfinite(score) ORDER BY score DESC LIMIT $lim""",
         {"vec": [float(x) for x in vector], "model": model, "lim": limit, "exr": ex_repo, "exn": ex_num,
          "inc": include_prs})
 

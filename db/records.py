@@ -29,6 +29,10 @@ ISSUE_COLUMNS = tuple(ISSUE_TYPES)
 COMMENT_COLUMNS = tuple(COMMENT_TYPES)
 
 
+INT_MAX = 2**31 - 1  # the store's INTEGER columns (issue numbers, comment counts)
+BIGINT_MAX = 2**63 - 1
+
+
 class RecordError(ValueError):
     pass
 
@@ -47,14 +51,17 @@ def parse_time(value: Any, field: str) -> datetime | None:
     else:
         raise RecordError(f"{field} is not a time: {type(value).__name__}")
     if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:
+            raise RecordError(f"{field} lies outside the years 1-9999 in UTC: {str(value)[:40]!r}") from None
     return dt
 
 
 def repo_of(obj: dict) -> str | None:
     repo = obj.get("repo")
     if isinstance(repo, str) and "/" in repo:
-        return canonical_repo(repo)
+        return canonical_repo(text_field(repo, "repo"))
     for key in ("html_url", "url"):
         m = _URL_REPO_RE.search(str(obj.get(key) or ""))
         if m:
@@ -74,9 +81,9 @@ def _label_names(labels: Any) -> list[str]:
     out = []
     for lab in labels:
         if isinstance(lab, str):
-            out.append(lab)
+            out.append(text_field(lab, "a label"))
         elif isinstance(lab, dict) and isinstance(lab.get("name"), str):
-            out.append(lab["name"])
+            out.append(text_field(lab["name"], "a label"))
         else:
             raise RecordError("a label is neither a name nor an object with a name")
     return out
@@ -84,59 +91,74 @@ def _label_names(labels: Any) -> list[str]:
 
 def _login(user: Any) -> str | None:
     if isinstance(user, dict):
-        return user.get("login")
+        return text_field(user.get("login"), "user.login")
     if isinstance(user, str):
-        return user
+        return text_field(user, "user")
     return None
 
 
-def _int(value: Any, field: str, required: bool = False) -> int | None:
+def _int(value: Any, field: str, required: bool = False, low: int = 0, high: int = INT_MAX) -> int | None:
+    """An integer from low to high, from a JSON number or a string of ASCII digits (never "²" or "٣")."""
     if value is None:
         if required:
             raise RecordError(f"missing {field}")
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        value = int(value)
+    elif isinstance(value, bool) or not isinstance(value, int):
         raise RecordError(f"{field} is not an integer: {str(value)[:40]!r}")
+    if not low <= value <= high:
+        shown = str(value) if value.bit_length() < 128 else f"a {len(str(abs(value)))}-digit number"
+        raise RecordError(f"{field} must be from {low} to {high:,}, got {shown}")
     return value
 
 
-def _text(value: Any, field: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise RecordError(f"{field} is not text")
+def issue_number(value: Any, field: str = "number") -> int:
+    """An issue or pull-request number: 1 to 2**31-1 (GitHub's numbers are far below)."""
+    return _int(value, field, required=True, low=1)
+
+
+def text_field(value: Any, field: str) -> str | None:
+    """A string the store can hold: not another JSON type, and no lone UTF-16 surrogate ("\\ud800")."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecordError(f"{field} is not text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RecordError(f"{field} holds a lone surrogate ({value[e.start]!r} at character {e.start}), "
+                          "which is not text") from None
+    return value
 
 
 def issue_row(obj: Any, default_repo: str | None = None) -> dict:
     """One issue or pull request object -> a row dict with ISSUE_COLUMNS."""
     if not isinstance(obj, dict):
         raise RecordError(f"expected an issue object, got {type(obj).__name__}")
-    number = _int(obj.get("number"), "number", required=True)
-    if number <= 0:
-        raise RecordError(f"number must be positive, got {number}")
+    number = issue_number(obj.get("number"))
     repo = repo_of(obj) or default_repo
     if not repo:
         raise RecordError("cannot tell the repository (no repo, html_url or repository_url)")
     comments = obj.get("comments")
     if isinstance(comments, list):  # some dumps inline the comment objects
         comments = len(comments)
-    state = _text(obj.get("state"), "state")
+    state = text_field(obj.get("state"), "state")
     if state in ("OPEN", "CLOSED", "MERGED"):  # gh's `issue view --json` / `issue list --json` spelling
         state = "closed" if state == "MERGED" else state.lower()
     if state is not None and state not in ("open", "closed"):
         raise RecordError(f"state must be open or closed, got {state[:20]!r}")
-    html_url = (_text(obj.get("html_url"), "html_url") or _gh_url(obj)
+    html_url = (text_field(obj.get("html_url"), "html_url") or _gh_url(obj)
                 or f"https://github.com/{repo}/issues/{number}")
     return {
         "repo": repo,
         "number": number,
-        "title": _text(obj.get("title"), "title"),
-        "body": _text(obj.get("body"), "body"),
+        "title": text_field(obj.get("title"), "title"),
+        "body": text_field(obj.get("body"), "body"),
         "state": state,
         "labels": _label_names(obj.get("labels")),
         "author": _login(obj.get("user")) or _login(obj.get("author")),
-        "author_association": _text(obj.get("author_association"), "author_association"),
+        "author_association": text_field(obj.get("author_association"), "author_association"),
         "created_at": parse_time(obj.get("created_at", obj.get("createdAt")), "created_at"),
         "updated_at": parse_time(obj.get("updated_at", obj.get("updatedAt")), "updated_at"),
         "closed_at": parse_time(obj.get("closed_at", obj.get("closedAt")), "closed_at"),
@@ -162,9 +184,9 @@ def gh_comment_rows(obj: dict, repo: str, number: int) -> list[dict]:
     for c in obj.get("comments") if isinstance(obj.get("comments"), list) else []:
         m = _GH_COMMENT_RE.search(str(c.get("url") or "")) if isinstance(c, dict) else None
         if m:
-            out.append({"repo": repo, "issue_number": number, "id": int(m.group(1)),
+            out.append({"repo": repo, "issue_number": number, "id": _int(m.group(1), "comment id", required=True, high=BIGINT_MAX),
                         "author": _login(c.get("author")) or _login(c.get("user")),
-                        "body": _text(c.get("body"), "body"),
+                        "body": text_field(c.get("body"), "comment body"),
                         "created_at": parse_time(c.get("createdAt", c.get("created_at")), "comment createdAt"),
                         "updated_at": parse_time(c.get("updatedAt", c.get("updated_at")), "comment updatedAt"),
                         "html_url": c["url"]})
@@ -175,20 +197,20 @@ def comment_row(obj: Any, repo: str) -> dict:
     """One issue comment object (from /repos/O/R/issues/comments) -> a row dict with COMMENT_COLUMNS."""
     if not isinstance(obj, dict):
         raise RecordError(f"expected a comment object, got {type(obj).__name__}")
-    cid = _int(obj.get("id"), "id", required=True)
+    cid = _int(obj.get("id"), "id", required=True, high=BIGINT_MAX)
     issue_url = str(obj.get("issue_url") or "")
     m = re.search(r"/issues/(\d+)$", issue_url)
     if m:
         issue_number = int(m.group(1))
     else:
-        issue_number = _int(obj.get("issue_number"), "issue_number", required=True)
+        issue_number = _int(obj.get("issue_number"), "issue_number", required=True, low=1)
     return {
         "repo": repo,
         "issue_number": issue_number,
         "id": cid,
         "author": _login(obj.get("user")),
-        "body": _text(obj.get("body"), "body"),
+        "body": text_field(obj.get("body"), "body"),
         "created_at": parse_time(obj.get("created_at"), "created_at"),
         "updated_at": parse_time(obj.get("updated_at"), "updated_at"),
-        "html_url": _text(obj.get("html_url"), "html_url"),
+        "html_url": text_field(obj.get("html_url"), "html_url"),
     }

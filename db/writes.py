@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Iterable, Sequence
 
@@ -104,7 +105,11 @@ def _insert_columns(con, table: str, columns: Sequence[str], types: Sequence[str
 
 
 def save_predictions(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
-    """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version."""
+    """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version. A NaN or infinite
+    confidence is refused (ValueError): it means the vectors behind it were broken."""
+    for r in rows:
+        if not (math.isfinite(r[4]) and math.isfinite(r[5])):
+            raise ValueError(f"refusing to store a non-finite confidence for {r[0]}#{r[1]}")
     if rows:
         _insert_columns(con, "predictions", PREDICTION_COLUMNS, PREDICTION_TYPES, rows)
 
@@ -117,16 +122,27 @@ def save_issue_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, 
 
 
 def save_embeddings(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
-    """Cache vectors by text hash and model (a hash already cached keeps its vector)."""
+    """Cache vectors by text hash and model (a hash already cached keeps its vector). A vector holding NaN or
+    infinity is refused (ValueError): nothing is written."""
     if not vectors:
         return
     hashes = list(vectors)
-    mat = [vectors[h].astype(np.float32).tolist() for h in hashes]
+    arrays = [np.asarray(vectors[h], dtype=np.float32) for h in hashes]
+    bad = [h for h, a in zip(hashes, arrays) if a.shape != (VECTOR_DIM,) or not np.isfinite(a).all()]
+    if bad:
+        raise ValueError(f"refusing to cache {len(bad)} embedding(s) that are not {VECTOR_DIM} finite numbers")
+    mat = [a.tolist() for a in arrays]
     con.execute(
         f"""INSERT OR IGNORE INTO embeddings (text_hash, model, vector)
             SELECT unnest($1::TEXT[]), $2, unnest($3::FLOAT[{VECTOR_DIM}][])""",
         [hashes, model, mat],
     )
+
+
+def delete_embeddings(con: duckdb.DuckDBPyConnection, hashes: list[str], model: str) -> None:
+    """Drop cached vectors (the broken ones, before they are embedded again)."""
+    if hashes:
+        con.execute("DELETE FROM embeddings WHERE model = ? AND list_contains(?::TEXT[], text_hash)", [model, hashes])
 
 
 def replace_pr_links(con: duckdb.DuckDBPyConnection, prs: dict[str, list[int]],

@@ -182,16 +182,18 @@ def component_chart(report: ComponentReport, width: int = 520):
                  "black tick = share published by arXiv 2506.09713")).configure_view(stroke=None)
 
 
-def save(chart, path: str | Path, fmt: str | None = None) -> Path:
-    """Write a chart as PNG (2x) or self-contained HTML (JavaScript inlined, opens offline). Returns the path."""
-    path = Path(path)
-    fmt = fmt or path.suffix.lstrip(".").lower()
+def save(chart, path, fmt: str | None = None):
+    """Write a chart as PNG (2x) or self-contained HTML (JavaScript inlined, opens offline) to a path or an open
+    file (binary for PNG, text for HTML; `fmt` required then). Returns `path`."""
+    is_path = isinstance(path, (str, Path))
+    fmt = fmt or (Path(path).suffix.lstrip(".").lower() if is_path else None)
     if fmt not in CHART_FORMATS:
         raise ValueError(f"chart format must be one of {CHART_FORMATS}, not {fmt!r}")
+    target = str(path) if is_path else path
     if fmt == "png":
-        chart.save(str(path), format="png", scale_factor=2)
+        chart.save(target, format="png", scale_factor=2)
     else:
-        chart.save(str(path), format="html", inline=True)
+        chart.save(target, format="html", inline=True)
     return path
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from datetime import timedelta
 
 from rich import box
@@ -16,6 +15,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from retriage.core.output import dumps
 from retriage.core.refs import format_ref
 from retriage.report.components import ComponentReport
 from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, Counts, Section, Week, WeeklyReport,
@@ -92,7 +92,7 @@ def to_dict(report: WeeklyReport) -> dict:
 
 
 def to_json_text(doc: dict) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
 def to_json(report: WeeklyReport) -> str:

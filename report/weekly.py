@@ -41,8 +41,10 @@ from typing import Iterable, Sequence
 import duckdb
 
 from retriage import taxonomy
-from retriage.core.days import parse_day
+from retriage.core.days import check_year, parse_day
 from retriage.core.errors import UsageError
+
+MAX_WEEKS = 52 * 1000
 
 BY_VALUES = ("re_class", "component")
 UNLABELED = "unlabeled"
@@ -268,10 +270,12 @@ def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: st
 
 def _parse_day(value: date | str | None, what: str) -> date | None:
     """A day: a date, 'YYYY-MM-DD' or a span back from today ('12w', '30d', '6m'; retriage.core.days)."""
-    if value is None or isinstance(value, date) and not isinstance(value, datetime):
+    if value is None:
         return value
     if isinstance(value, datetime):
-        return value.date()
+        value = value.date()
+    if isinstance(value, date):
+        return check_year(value, what, value.isoformat())
     return parse_day(value, what)
 
 
@@ -282,8 +286,8 @@ def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date 
     since_day, until_day = _parse_day(since, "--since"), _parse_day(until, "--until")
     if since_day and until_day and since_day > until_day:
         raise UsageError(f"--since {since_day} is after --until {until_day}")
-    if last_weeks is not None and last_weeks < 1:
-        raise UsageError(f"the number of weeks must be at least 1, not {last_weeks}")
+    if last_weeks is not None and not 1 <= last_weeks <= MAX_WEEKS:
+        raise UsageError(f"the number of weeks must be from 1 to {MAX_WEEKS:,}, not {last_weeks}")
     return since_day, until_day
 
 

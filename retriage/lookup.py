@@ -31,8 +31,13 @@ def team_labeled(repo: str, number: int) -> dict | None:
             "source": "team labels only (not in the database): taxonomy/labels"}
 
 
+MAX_SIMILAR = 100
+
+
 def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: str | None = None) -> dict:
     """`model`: the model folder whose predictions to show (default: $RETRIAGE_MODEL, else the shipped one)."""
+    if not 0 <= similar <= MAX_SIMILAR:
+        raise UserError(f"--similar must be from 0 to {MAX_SIMILAR}, not {similar}", exit_code=2)
     repo, number = parse_ref(ref)
     issue = queries.get_issue(con, repo, number)
     if issue is None:

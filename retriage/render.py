@@ -136,7 +136,7 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
 def write_rows(rows: list[dict], fmt: str) -> None:
     """Rows as JSON lines (`ndjson`) or CSV on stdout (lists joined by `;`, times as ISO strings)."""
     import csv
-    import json
+    from retriage.core.output import dumps
     import sys
 
     from retriage.db.queries import LIST_COLUMNS
@@ -148,7 +148,7 @@ def write_rows(rows: list[dict], fmt: str) -> None:
 
     if fmt == "ndjson":
         for r in rows:
-            sys.stdout.write(json.dumps({k: flat(r[k]) for k in LIST_COLUMNS}, ensure_ascii=False) + "\n")
+            sys.stdout.write(dumps({k: flat(r[k]) for k in LIST_COLUMNS}, ensure_ascii=False) + "\n")
         return
     w = csv.writer(sys.stdout)
     w.writerow(LIST_COLUMNS)

@@ -54,7 +54,8 @@ def test_cache_location_round_trip_and_bad_files(tmp_path, monkeypatch, table):
     assert path.parent == tmp_path / "cache" and path.name.startswith("static-all-MiniLM-L6-v2-")
     assert load_table() is None  # not built in this folder
     save_table(np.asarray(table[:100], dtype=np.float32), path)
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    # no temporary file left behind; beside the table, its checksum
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".json"]
     got = load_table()
     assert got.shape == (100, 384) and got.dtype == np.float16 and np.array_equal(got, table[:100])
     path.write_bytes(b"not a table")

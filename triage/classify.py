@@ -94,16 +94,20 @@ class Triage:
 
     def _load_fast_path(self) -> None:
         from retriage.classifier.fast_path import FastHead
-        from retriage.classifier.static_embed import StaticMiniLM, load_table, table_path
+        from retriage.classifier.static_embed import StaticMiniLM, check_table
 
         head, why = FastHead.load(self.model.folder, self.model.version) if self.model.folder else (None, "")
         if head is None:
             self.fast_unavailable = why or "no fast head for this model"
             return
-        table = load_table()
+        table, why = check_table()
         if table is None:
-            self.fast_unavailable = (f"the static embedding table {table_path()} is not built yet: run "
-                                     "`python -m retriage.classifier.static_embed` once (about half a minute)")
+            self.fast_unavailable = (f"{why}: run `python -m retriage.classifier.static_embed` once (about half "
+                                     "a minute; a damaged file is replaced)")
+            return
+        if table.shape[0] != len(head.idf):
+            self.fast_unavailable = (f"the static embedding table has {table.shape[0]} rows, the fast head reads "
+                                     f"{len(head.idf)}: run `python -m retriage.classifier.static_embed`")
             return
         self.fast_head, self.static = head, StaticMiniLM(table)
 

@@ -60,13 +60,17 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exceptions
 
 
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
 def _usage_error(e) -> int:
     """Click's usage errors (unknown option or command, a value Click rejects) as one line, exit 2."""
     if isinstance(e, getattr(click_exceptions, "NoArgsIsHelpError", ())):  # bare `retriage`: the help, exit 0
         typer.echo(e.ctx.get_help())
         return OK
     where = e.ctx.command_path if e.ctx is not None else PROG
-    sys.stderr.write(f"{PROG}: error: {e.format_message()} (see `{where} --help`)\n")
+    sys.stderr.write(f"{PROG}: error: {_one_line(e.format_message())} (see `{where} --help`)\n")
     return USAGE
 
 
@@ -78,12 +82,12 @@ def main() -> None:
             sys.stderr.write(f"{PROG}: interrupted\n")
         sys.exit(code)
     except UserError as e:
-        sys.stderr.write(f"{PROG}: error: {e}\n")
+        sys.stderr.write(f"{PROG}: error: {_one_line(e)}\n")
         sys.exit(e.exit_code)
     except click_exceptions.UsageError as e:
         sys.exit(_usage_error(e))
     except click_exceptions.ClickException as e:  # e.g. a file Click cannot open
-        sys.stderr.write(f"{PROG}: error: {e.format_message()}\n")
+        sys.stderr.write(f"{PROG}: error: {_one_line(e.format_message())}\n")
         sys.exit(e.exit_code)
     except (KeyboardInterrupt, typer.Abort, getattr(click_exceptions, "Abort", typer.Abort)):
         sys.stderr.write(f"{PROG}: interrupted\n")

@@ -60,6 +60,14 @@ def classify(
 
     if fmt not in ("panel", "json", "markdown"):
         raise UserError(f"--format must be one of panel, json, markdown, not {fmt!r}", exit_code=2)
+    if not 0 <= similar <= 100:
+        raise UserError(f"--similar must be from 0 to 100, not {similar}", exit_code=2)
+    if engine is not None:
+        from retriage.taxonomy import engine_by_alias, engines
+
+        if engine_by_alias(engine) is None:
+            raise UserError(f"--engine must be one of {', '.join(e.id for e in engines())}, not {engine[:40]!r}",
+                            exit_code=2)
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UserError("no input: give a file or pipe a log into `retriage classify`", exit_code=2)

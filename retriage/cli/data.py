@@ -19,10 +19,9 @@ def import_cmd(
     as_json: bool = Json,
 ):
     """Load GitHub issue objects (API or corpus shape) into the database, all or nothing."""
-    from retriage.db.importer import import_files
-    from retriage.db.store import Database
+    from retriage.db.importer import import_into
 
-    result = import_files(Database(db), files)
+    result = import_into(db, files)
     if as_json:
         print_json({"files": result.files, "records": result.records, **result.counts, "by_repo": result.by_repo})
         return

@@ -104,8 +104,8 @@ def label(
 def predict(
     input: Path = typer.Option(..., "--input", "-i", help="JSON lines of issue objects (corpus, GitHub API or gh "
                                "shape); - reads standard input."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line; - is "
-                                "standard output."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write one JSON prediction per line ('-': "
+                                "standard output; a symlink is written through)."),
     model: Optional[str] = Model,
 ):
     """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""

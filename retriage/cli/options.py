@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import date, datetime
 
@@ -10,6 +9,7 @@ import typer
 
 from retriage.core.console import console
 from retriage.miner.defaults import DEFAULT_BASE_URL
+from retriage.core.output import dumps
 
 Db = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
 Json = typer.Option(False, "--json", help="Print the result as JSON.")
@@ -37,8 +37,8 @@ def jsonable(obj):
 
 
 def print_json(obj) -> None:
-    """The one JSON style of the CLI: indented, UTF-8 as is, datetimes as ISO strings."""
-    sys.stdout.write(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    """The one JSON style of the CLI: indented, UTF-8 as is, datetimes as ISO strings, never NaN (null)."""
+    sys.stdout.write(dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
 
 
 def progress(total: int | None, description: str):

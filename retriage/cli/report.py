@@ -16,6 +16,7 @@ from retriage import taxonomy
 from retriage.cli.options import Db, Model
 from retriage.core.console import console
 from retriage.core.errors import UsageError, UserError
+from retriage.core.output import atomic_output, is_stdout, output_target, write_text_atomic
 
 
 class By(str, Enum):
@@ -32,20 +33,18 @@ class Format(str, Enum):
 
 
 def _write_text(text: str, output: Optional[Path]) -> None:
-    if output is None:
+    if output is None or is_stdout(output):
         typer.echo(text, nl=False)
         return
-    _check_output(output)
-    output.write_text(text, encoding="utf-8")
+    write_text_atomic(output, text)
     typer.echo(f"wrote {output}", err=True)
 
 
 def _check_output(output: Path) -> None:
-    parent = output.expanduser().resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {output}: folder {parent} does not exist")
-    if output.is_dir():
-        raise UsageError(f"cannot write {output}: it is a folder")
+    """A file --format html/png can be written to (not standard output, not a folder, FIFO or device)."""
+    if is_stdout(output):
+        raise UsageError("--format html and png write a file: give --output FILE, not '-'")
+    output_target(output)
 
 
 def _write_table(renderables: list, output: Optional[Path]) -> None:
@@ -54,8 +53,10 @@ def _write_table(renderables: list, output: Optional[Path]) -> None:
     if output is None:
         console().print(Group(*renderables))
         return
-    _check_output(output)
-    with open(output, "w", encoding="utf-8") as f:
+    if is_stdout(output):
+        console().print(Group(*renderables))
+        return
+    with atomic_output(output) as f:
         Console(file=f, width=120, no_color=True, highlight=False).print(Group(*renderables))
     typer.echo(f"wrote {output}", err=True)
 
@@ -72,7 +73,8 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
     elif fmt == "png":
         path = output or Path(f"retriage-weekly-{rep.by}.png")
         _check_output(path)
-        charts.save(charts.weekly_chart(rep), path, "png")
+        with atomic_output(path, binary=True) as f:
+            charts.save(charts.weekly_chart(rep), f, "png")
         typer.echo(f"wrote chart {path.expanduser().resolve()}")
     elif fmt == "html":
         from retriage.report.html import report_html
@@ -80,7 +82,7 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
 
         path = output or Path(f"retriage-weekly-{rep.by}.html")
         _check_output(path)
-        path.write_text(report_html(rep, cell_issues(con, rep)), encoding="utf-8")
+        write_text_atomic(path, report_html(rep, cell_issues(con, rep)))
         typer.echo(f"wrote report {path.expanduser().resolve()}")
     else:
         _write_table(render.report_renderables(rep), output)
@@ -97,7 +99,8 @@ def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
     elif fmt in ("png", "html"):
         path = output or Path(f"retriage-components.{fmt}")
         _check_output(path)
-        charts.save(charts.component_chart(rep), path, fmt)
+        with atomic_output(path, binary=fmt == "png") as f:
+            charts.save(charts.component_chart(rep), f, fmt)
         typer.echo(f"wrote chart {path.expanduser().resolve()}")
     else:
         _write_table(render.components_tables(rep), output)
@@ -140,15 +143,17 @@ def report(
     """
     from retriage.db.store import connect
     from retriage.report import render
-    from retriage.report.weekly import CURRENT_MODEL, weekly_report
+    from retriage.report.weekly import CURRENT_MODEL, MAX_WEEKS, weekly_report
 
     fmt_name = "json" if as_json else fmt.value
     if weekly and components:
         raise UsageError("give --weekly or --components, not both")
-    if weeks is not None and weeks < 1:
-        raise UsageError(f"--weeks must be at least 1, not {weeks}")
+    if weeks is not None and not 1 <= weeks <= MAX_WEEKS:
+        raise UsageError(f"--weeks must be from 1 to {MAX_WEEKS:,}, not {weeks}")
     if weeks is not None and all_weeks:
         raise UsageError("give --weeks N or --all, not both")
+    if output is not None and not is_stdout(output):
+        output_target(output)  # a bad --output fails before the query
     if model_version is None and model:
         from retriage.classifier import current_model_version
 
