@@ -94,6 +94,8 @@ def _login(user: Any) -> str | None:
         return text_field(user.get("login"), "user.login")
     if isinstance(user, str):
         return text_field(user, "user")
+    if user is not None:
+        raise RecordError(f"user/author is neither a login nor an object with a login: {str(user)[:40]!r}")
     return None
 
 

@@ -326,7 +326,7 @@ def test_cli_charts(db, tmp_path, monkeypatch):
     (["--engine", "tgi"], "unknown engine 'tgi'", 2),
     (["--by", "label"], "Invalid value for '--by'", 2),  # a declared choice: Click's check, same code
     (["--format", "xlsx"], "Invalid value for '--format'", 2),
-    (["--weeks", "0"], "--weeks must be at least 1", 2),
+    (["--weeks", "0"], "--weeks must be from 1", 2),
     (["--weeks", "3", "--all"], "--weeks N or --all", 2),
     (["--since", "2030-01-01"], "no issues match", 1),  # a valid question with no answer: exit 1
 ])
