@@ -64,10 +64,12 @@ def triage_panel(r) -> Panel:
 
     if r.similar:
         t = Table(title="similar past issues", title_justify="left", expand=True)
-        for col in ("issue", "score", "state", "title", "known fix"):
+        for col in ("issue", "score", "state", "title", "fixing PR", "known fix"):
             t.add_column(col, ratio=1 if col == "title" else None)
         for s in r.similar:
+            prs = ", ".join(f"#{n}" for n in s.get("fixed_by") or []) or "-"
             t.add_row(format_ref(s["repo"], s["number"]), f"{s['score']:.2f}", s["state"] or "",
-                      f"[link={s['html_url']}]{s['title'] or ''}[/link]\n[dim]{s['html_url']}[/]", s.get("known_fix") or "")
+                      f"[link={s['html_url']}]{s['title'] or ''}[/link]\n[dim]{s['html_url']}[/]", prs,
+                      s.get("known_fix") or "")
         parts.append(t)
     return Panel(Group(*parts), title="[bold]retriage classify[/]", expand=True)

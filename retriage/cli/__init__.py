@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from retriage.cli import classify, data, mine, model, report
+from retriage.cli import classify, data, mine, model, report, search
 from retriage.core.errors import UserError
 
 app = typer.Typer(
@@ -41,7 +41,8 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 COMMANDS = {  # name -> function, in the order `--help` lists them
-    "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd, "demo": data.demo,
+    "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd,
+    "search": search.search, "demo": data.demo,
     "mine": mine.mine, "report": report.report, "train": model.train, "label": model.label,
     "predict": model.predict, "eval": model.eval_cmd, "classify": classify.classify,
 }

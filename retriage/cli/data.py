@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import (Class, Component, Db, Engine, Fix, Format, Json, Limit, Since, State, Unsure,
+                                  Until, Web, open_web, output_format, print_json)
 from retriage.core.console import console
 
 
@@ -34,13 +35,17 @@ def show(
     db: Optional[str] = Db,
     as_json: bool = Json,
     similar: int = typer.Option(5, help="How many similar issues to list."),
+    web: bool = typer.Option(False, "--web", help="Open the issue in the web browser."),
 ):
     """Everything known about one issue: record, predicted class and component, known fixes, similar issues."""
     from retriage.db.store import connect
     from retriage.lookup import lookup
     from retriage.render import issue_panel
 
-    info = lookup(connect(db, read_only=True), ref, similar=similar)
+    info = lookup(connect(db, read_only=True), ref, similar=0 if web else similar)
+    if web:
+        open_web(info["issue"].get("html_url"))
+        return
     print_json(info) if as_json else console().print(issue_panel(info))
 
 
@@ -66,39 +71,39 @@ def demo(
 
 
 def list_cmd(
-    engine: List[str] = typer.Option([], "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm; repeatable."),
-    re_class: Optional[str] = typer.Option(None, "--class", help="RE.1, RE.2, RE.3, RE.4 or none."),
-    component: Optional[str] = typer.Option(None, help="model_loader, operators, engine_setup, scheduler, "
-                                            "frontend or other."),
-    fix: Optional[str] = typer.Option(None, help="A known-fix tag (ipc_host, oom_four_step, ...)."),
-    state: Optional[str] = typer.Option(None, help="open or closed."),
-    since: Optional[str] = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back."),
-    until: Optional[str] = typer.Option(None, help="Created on or before (inclusive day), same forms."),
-    unsure: Optional[bool] = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on "
-                                          "(or only confident ones)."),
+    engine: List[str] = Engine, re_class: Optional[str] = Class, component: Optional[str] = Component,
+    fix: Optional[str] = Fix, state: Optional[str] = State, since: Optional[str] = Since,
+    until: Optional[str] = Until, unsure: Optional[bool] = Unsure,
     sort: str = typer.Option("created", help="created (newest first), updated, oldest, confidence or number."),
-    limit: int = typer.Option(20, "--limit", "-L", help="At most this many issues."),
-    fmt: str = typer.Option("table", "--format", help="table, json, ndjson or csv."),
+    limit: int = Limit, fmt: str = Format,
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    web: bool = Web,
     db: Optional[str] = Db,
 ):
     """Stored issues with the current model's class, component and known fixes, filtered and sorted."""
     from retriage.classifier import current_model_version
     from retriage.db.store import connect
     from retriage.lister import ListFilter, list_issues
-    from retriage.render import issues_table, write_rows
 
-    fmt = "json" if as_json else fmt
-    if fmt not in ("table", "json", "ndjson", "csv"):
-        from retriage.core.errors import UserError
-
-        raise UserError(f"--format must be one of table, json, ndjson, csv, not {fmt!r}", exit_code=2)
+    fmt = output_format(fmt, as_json)
     f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
     rows = list_issues(connect(db, read_only=True), f, current_model_version())
+    if web:
+        open_web(rows[0]["html_url"] if rows else None)
+        return
+    print_rows(rows, fmt)
+
+
+def print_rows(rows: list[dict], fmt: str, columns=None) -> None:
+    """Issue rows (of `list` or `search`) as a table, JSON, JSON lines or CSV."""
+    from retriage.render import issues_table, write_rows
+
     if fmt == "table":
         out = console()
         out.print(issues_table(rows, out.width))
     elif fmt == "json":
         print_json(rows)
+    elif columns:
+        write_rows(rows, fmt, columns)
     else:
         write_rows(rows, fmt)

@@ -12,6 +12,46 @@ from retriage.core.console import console
 
 Db = typer.Option(None, "--db", envvar="RETRIAGE_DB", help="DuckDB file (default ./retriage.duckdb).")
 Json = typer.Option(False, "--json", help="Print the result as JSON.")
+Web = typer.Option(False, "--web", help="Open the issue (the first result) in the web browser.")
+
+# the filters of `list` and `search`
+Engine = typer.Option([], "--engine", "-e", help="vllm, sglang, llama.cpp or trtllm; repeatable.")
+Class = typer.Option(None, "--class", help="RE.1, RE.2, RE.3, RE.4 or none.")
+Component = typer.Option(None, help="model_loader, operators, engine_setup, scheduler, frontend or other.")
+Fix = typer.Option(None, help="A known-fix tag (ipc_host, oom_four_step, ...).")
+State = typer.Option(None, help="open or closed.")
+Since = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back.")
+Until = typer.Option(None, help="Created on or before (inclusive day), same forms.")
+Unsure = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on (or only confident ones).")
+Limit = typer.Option(20, "--limit", "-L", help="At most this many issues.")
+Format = typer.Option("table", "--format", help="table, json, ndjson or csv.")
+FORMATS = ("table", "json", "ndjson", "csv")
+
+
+def output_format(fmt: str, as_json: bool) -> str:
+    fmt = "json" if as_json else fmt
+    if fmt not in FORMATS:
+        from retriage.core.errors import UserError
+
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", exit_code=2)
+    return fmt
+
+
+def open_web(url: str | None) -> None:
+    """Open `url` in the user's browser (`BROWSER` is honoured, as by gh); a one-line error when none opens."""
+    import webbrowser
+
+    from retriage.core.errors import UserError
+
+    if not url:
+        raise UserError("nothing to open: no issue found", exit_code=1)
+    sys.stderr.write(f"Opening {url} in your browser.\n")
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        raise UserError(f"could not open a web browser for {url}", exit_code=1)
 
 
 def jsonable(obj):
