@@ -27,7 +27,7 @@ from retriage.core.paths import cache_dir
 from retriage.core.textprep import clean_lines
 from retriage.core.tokens import token_counts, tokenize
 
-TOKENS_VERSION = "t3"  # bump when tokenize() or a kind's text changes: old indexes are then not reused
+TOKENS_VERSION = "t5"  # bump when tokenize() or a kind's text changes: old indexes are then not reused
 KINDS = ("search", "similar")
 MAX_TEXT = 60000  # characters of an issue's text that are indexed (a pasted 1 MB log adds nothing after this)
 KEEP = 4  # indexes of each kind kept in the cache (other databases, earlier states)
@@ -93,6 +93,10 @@ class LexicalIndex:
     def score(self, text: str) -> tuple[np.ndarray, float]:
         """BM25 of every issue (in index order) for a question, and the question's ceiling (core/bm25)."""
         return self.bm25.score(tokenize(text))
+
+    def coverage(self, text: str) -> np.ndarray:
+        """The share of the question's terms (idf-weighted) each issue contains (1: all of them)."""
+        return self.bm25.coverage(tokenize(text))
 
     def __len__(self) -> int:
         return len(self.numbers)

@@ -112,19 +112,18 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
     t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left")
     refs = [format_ref(r["repo"], r["number"]) for r in rows]
     fixes = [", ".join(r["known_fixes"] or []) or "-" for r in rows]
-    widths = {"issue": max([len(x) for x in refs] + [5]), "state": 6, "created": 10, "class": 6, "conf": 4,
-              "component": max([len(r["component"]) for r in rows] + [9]), "fixes": max([len(f) for f in fixes] + [5])}
-    if rows and "score" in rows[0]:  # `retriage search`
-        widths["score"] = 5
+    scored = bool(rows) and "score" in rows[0]  # `retriage search`: the score after the issue
+    widths = {"issue": max([len(x) for x in refs] + [5]), **({"score": 5} if scored else {}), "state": 6,
+              "created": 10, "class": 6, "conf": 4, "component": max([len(r["component"]) for r in rows] + [9]),
+              "fixes": max([len(f) for f in fixes] + [5])}
     for col, width in widths.items():
         t.add_column(col, justify="right" if col in ("conf", "score") else "left", min_width=width, no_wrap=True)
     fixed = sum(widths.values()) + 3 * len(widths) + 4  # cells, padding and borders
     t.add_column("title", max_width=max(16, width - fixed), no_wrap=True, overflow="ellipsis")
     for ref, fix, r in zip(refs, fixes, rows):
         cls = "unsure" if r["abstained"] else r["re_class"]
-        cells = [ref, r["state"], _date(r["created_at"]), cls, f"{r['confidence']:.2f}", r["component"], fix]
-        if "score" in widths:
-            cells.append(f"{r['score']:.2f}")
+        cells = [ref, *([f"{r['score']:.2f}"] if scored else []), r["state"], _date(r["created_at"]), cls,
+                 f"{r['confidence']:.2f}", r["component"], fix]
         t.add_row(*cells, Text(r["title"] or ""))
     return t
 

@@ -5,8 +5,9 @@ with the MiniLM cosine of the query and each issue's stored vector, ranked, with
 
 `share` is how much of the query's term weight an issue matches (core/bm25: the ceiling is the sum of the idf
 of the query's terms), so an issue that contains the query's words ranks above one that is only about the same
-thing: `/dev/shm` finds the issues that mention it first. An issue is listed when it matches at least one term,
-or, matching none, when its meaning is close (cosine at least MIN_COSINE).
+thing. Issues that contain every term of the query come first (`all_terms`), so `/dev/shm` lists the issues
+that mention it before those that only say `shm`; then the others by score. An issue is listed when it matches
+at least one term, or, matching none, when its meaning is close (cosine at least MIN_COSINE).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ W_TEXT = 0.7
 MIN_COSINE = 0.5
 MAX_QUERY = 2000  # characters of the query that are read
 COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component", "confidence",
-           "abstained", "known_fixes", "html_url", "score", "text_match", "cosine")
+           "abstained", "known_fixes", "html_url", "score", "text_match", "cosine", "all_terms")
 
 
 def query_vector(text: str):
@@ -50,12 +51,13 @@ def search(con, query: str, f: ListFilter, model_version: str | None, vector=Non
     vec = query_vector(query) if vector is None else vector
     cos = similar.cosines_by_row(con, lex, vec, current_model_name())
     score = W_TEXT * share + (1 - W_TEXT) * cos
+    every_term = lex.coverage(query) >= 0.999
     out = []
     for r in rows:
         i = lex.row(r["repo"], r["number"])
         if i is None or not (bm[i] > 0 or cos[i] >= MIN_COSINE):
             continue
         out.append({**r, "score": round(float(score[i]), 4), "text_match": round(float(share[i]), 4),
-                    "cosine": round(float(cos[i]), 4)})
-    out.sort(key=lambda r: (-r["score"], r["repo"], r["number"]))
+                    "cosine": round(float(cos[i]), 4), "all_terms": bool(every_term[i])})
+    out.sort(key=lambda r: (not r["all_terms"], -r["score"], r["repo"], r["number"]))
     return out[:f.limit]

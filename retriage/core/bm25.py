@@ -92,6 +92,23 @@ class Bm25:
         ceiling = float((np.asarray(self.idf)[pos] * weight).sum())
         return out.astype(np.float32), ceiling
 
+    def coverage(self, query_terms) -> np.ndarray:
+        """For every document, the share of the query's distinct terms (weighted by idf) that it contains."""
+        h = term_hashes(set(query_terms))
+        out = np.zeros(self.n_docs, dtype=np.float32)
+        if not len(h) or not len(self.term_hash) or not self.n_docs:
+            return out
+        pos = np.searchsorted(self.term_hash, h)
+        inside = pos < len(self.term_hash)
+        found = np.zeros(len(h), dtype=bool)
+        found[inside] = self.term_hash[pos[inside]] == h[inside]
+        if not found.all():
+            return out  # a term no document has: none contains them all, and shares of the rest would mislead
+        idf = np.asarray(self.idf)[pos]
+        at = np.concatenate([np.arange(self.indptr[p], self.indptr[p + 1]) for p in pos])
+        w = np.repeat(idf, [int(self.indptr[p + 1] - self.indptr[p]) for p in pos])
+        return (np.bincount(self.post_doc[at], weights=w, minlength=self.n_docs) / idf.sum()).astype(np.float32)
+
     def save(self, folder: Path, extra: dict[str, np.ndarray]) -> None:
         """All arrays (and `extra`) as .npy files in `folder`, written whole: a temporary folder renamed at
         the end (a reader sees the old index or the new one, never half of one)."""

@@ -58,14 +58,18 @@ def _parts(raw: str, out: list[str], stop: frozenset[str]) -> None:
 
 
 def _path(raw: str, out: list[str], stop: frozenset[str]) -> None:
+    head = [s for s in raw.split("/") if s]
+    if raw.startswith("/") and len(head) > 2 and (raw.startswith("/dev/") or not _SITE_RE.match(raw)):
+        out.append(_DIGITS_RE.sub("#", "/" + "/".join(head[:2]).lower()))  # /dev/shm/nccl-x1 is also /dev/shm
+        if len(head) > MAX_PATH_PARTS:  # (a shorter path gives the words of every part below)
+            for w in head[:2]:
+                _word(w.lower(), out, stop)
     p = _SITE_RE.sub("", raw).rstrip("/.")
     segs = [s for s in p.split("/") if s]
     if not segs:
         return
     whole = _DIGITS_RE.sub("#", p.lower())
     out.append(whole if len(segs) <= MAX_PATH_PARTS else _DIGITS_RE.sub("#", "/".join(segs[-2:]).lower()))
-    if p.startswith("/") and len(segs) > 2:
-        out.append("/" + "/".join(segs[:2]).lower())  # /dev/shm/nccl-x1 is also /dev/shm
     for s in segs[-MAX_PATH_PARTS:]:
         for w in re.split(r"[\W_]+", s):
             if w:
