@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python bench/classify
 	$(BIN)/python bench/report
 	$(BIN)/python bench/generalisation
+	$(BIN)/python bench/duplicates
 	sh bench/mine
 
 clean:

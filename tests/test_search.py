@@ -40,6 +40,7 @@ def db(tmp_path_factory):
     from retriage.db import writes
     from retriage.db.importer import import_files
     from retriage.db.store import connect, transaction
+    from retriage.db.lexical import ensure_all
     from retriage.demo import load_team_labels
 
     folder = tmp_path_factory.mktemp("search")
@@ -53,6 +54,7 @@ def db(tmp_path_factory):
     with transaction(con):
         load_into(con)
     label_database(con)
+    ensure_all(con)  # the lexical indexes, as `retriage label` builds them
     with transaction(con):  # one issue with a linked fixing PR, for the similar-issues rows
         writes.save_links(con, [("sgl-project/sglang", 99999, "sgl-project/sglang", 5096)])
     con.close()
@@ -150,6 +152,23 @@ def test_classify_of_hello_world_lists_no_similar_issues(db):
                 env={"RETRIAGE_CACHE_DIR": os.environ["RETRIAGE_CACHE_DIR"]})
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["similar"] == []
+
+
+def test_classify_finds_the_issue_a_trace_came_from(db):
+    """sglang_nccl_shm_2.txt is an excerpt of sglang#5096's log; with and without the held index alike."""
+    from pathlib import Path
+
+    from retriage.db.store import connect
+    from retriage.triage.classify import Triage
+
+    path, _ = db
+    con = connect(path, read_only=True)
+    data = (Path(__file__).resolve().parent / "data" / "traces" / "sglang_nccl_shm_2.txt").read_bytes()
+    held, asked = Triage().run(data, con=con), Triage(index=False).run(data, con=con)
+    assert held.similar and held.similar == asked.similar
+    first = held.similar[0]
+    assert (first["repo"], first["number"]) == ("sgl-project/sglang", 5096)
+    assert first["known_fix"] == "ipc_host" and first["fixed_by"] == [99999]
 
 
 @pytest.fixture
