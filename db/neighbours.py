@@ -85,6 +85,14 @@ class NeighbourIndex:
         top = top[np.lexsort((top, -scores[top]))]  # by score, ties in stored order
         return [dict(self._row(i), score=float(scores[i])) for i in top if self._keys[i] != exclude][:limit]
 
+    def all_scores(self, con, vector: np.ndarray, model: str) -> tuple[list[tuple[str, int]], np.ndarray]:
+        """Every stored issue's key and cosine with `vector`, in stored order (for hybrid retrieval)."""
+        self._refresh(con, model)
+        if not self._keys:
+            return [], np.zeros(0, dtype=np.float32)
+        v = np.asarray(vector, dtype=np.float32)
+        return self._keys, self._matrix @ (v / max(float(np.linalg.norm(v)), 1e-12))
+
     def _row(self, i: int) -> dict:
         out = {}
         for f, col in self._columns.items():

@@ -52,7 +52,12 @@ def run_demo(db: str | None, example: str) -> None:
                              on_total=lambda t: prog.update(task, total=t))
     out.print(f"[bold]3. labeled[/] {res.labeled} issues with model {res.model_version} "
               f"({res.already} were already labeled by it)")
+    from retriage.db.lexical import ensure_all
+
     with con.reading() as reader:
+        for cost in ensure_all(reader):
+            out.print(f"   {cost['kind']} index: {cost['issues']} issues in {cost['seconds']} s "
+                      f"({cost['tokenised']} tokenised, {cost['reused']} reused)")
         out.print(stats_table(queries.stats(reader, current_model_version())))
         out.print(f"[bold]4. lookup[/]: retriage show {example}")
         out.print(issue_panel(lookup(reader, example)))

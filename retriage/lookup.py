@@ -54,7 +54,11 @@ def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: st
     neighbours = []
     vec = queries.issue_vector(con, repo, number, name)
     if vec is not None and similar > 0:
-        neighbours = queries.similar_to_vector(con, vec, name, limit=similar, exclude=(repo, number))
+        from retriage.db.lexical import similar_text
+        from retriage.db.similar import similar_issues
+
+        neighbours = similar_issues(con, vec, name, similar_text(issue["title"], issue["body"]),
+                                    limit=similar, exclude=(repo, number))
     return {
         "ref": format_ref(repo, number),
         "issue": issue,

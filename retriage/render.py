@@ -86,13 +86,19 @@ def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
     t.add_column("score", justify="right")
     t.add_column("state")
     t.add_column("title", ratio=1)
+    t.add_column("fixing PR")
     t.add_column("known fix")
     from retriage.core.refs import format_ref
 
     for r in rows:
         t.add_row(format_ref(r["repo"], r["number"]), f"{r['score']:.2f}", r.get("state") or "",
-                  f"[link={r.get('html_url')}]{r.get('title') or ''}[/link]", r.get("known_fix") or "")
+                  f"[link={r.get('html_url')}]{r.get('title') or ''}[/link]", fixing_prs(r), r.get("known_fix") or "")
     return t
+
+
+def fixing_prs(r: dict) -> str:
+    """A similar issue's linked fixing PRs ("closed" alone is not "fixed")."""
+    return ", ".join(f"#{n}" for n in r.get("fixed_by") or []) or "-"
 
 
 def stats_table(s: dict) -> Table:
@@ -119,27 +125,32 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
         t.caption = "* corrected with `retriage relabel` (class, component and fix as corrected)"
     refs = [format_ref(r["repo"], r["number"]) for r in rows]
     fixes = [", ".join(r["known_fixes"] or []) or "-" for r in rows]
-    widths = {"issue": max([len(x) for x in refs] + [5]), "state": 6, "created": 10, "class": 6, "conf": 4,
-              "component": max([len(r["component"]) for r in rows] + [9]), "fixes": max([len(f) for f in fixes] + [5])}
+    scored = bool(rows) and "score" in rows[0]  # `retriage search`: the score after the issue
+    widths = {"issue": max([len(x) for x in refs] + [5]), **({"score": 5} if scored else {}), "state": 6,
+              "created": 10, "class": 6, "conf": 4, "component": max([len(r["component"]) for r in rows] + [9]),
+              "fixes": max([len(f) for f in fixes] + [5])}
     for col, width in widths.items():
-        t.add_column(col, justify="right" if col == "conf" else "left", min_width=width, no_wrap=True)
+        t.add_column(col, justify="right" if col in ("conf", "score") else "left", min_width=width, no_wrap=True)
     fixed = sum(widths.values()) + 3 * len(widths) + 4  # cells, padding and borders
     t.add_column("title", max_width=max(16, width - fixed), no_wrap=True, overflow="ellipsis")
     for ref, fix, r in zip(refs, fixes, rows):
         cls = ("unsure" if r["abstained"] else r["re_class"]) + ("*" if r.get("corrected") else "")
-        t.add_row(ref, r["state"], _date(r["created_at"]), cls,
-                  f"{r['confidence']:.2f}", r["component"], fix,
-                  Text(r["title"] or ""))
+        cells = [ref, *([f"{r['score']:.2f}"] if scored else []), r["state"], _date(r["created_at"]), cls,
+                 f"{r['confidence']:.2f}", r["component"], fix]
+        t.add_row(*cells, Text(r["title"] or ""))
     return t
 
 
-def write_rows(rows: list[dict], fmt: str) -> None:
-    """Rows as JSON lines (`ndjson`) or CSV on stdout (lists joined by `;`, times as ISO strings)."""
+def write_rows(rows: list[dict], fmt: str, columns: tuple[str, ...] | None = None) -> None:
+    """Rows as JSON lines (`ndjson`) or CSV on stdout (lists joined by `;`, times as ISO strings); `columns`
+    default to those of `retriage list`."""
     import csv
     from retriage.core.output import dumps
     import sys
 
     from retriage.db.queries import LIST_COLUMNS
+
+    cols = columns or LIST_COLUMNS
 
     def flat(v):
         if isinstance(v, list):
@@ -148,9 +159,9 @@ def write_rows(rows: list[dict], fmt: str) -> None:
 
     if fmt == "ndjson":
         for r in rows:
-            sys.stdout.write(dumps({k: flat(r[k]) for k in LIST_COLUMNS}, ensure_ascii=False) + "\n")
+            sys.stdout.write(dumps({k: flat(r[k]) for k in cols}, ensure_ascii=False) + "\n")
         return
     w = csv.writer(sys.stdout)
-    w.writerow(LIST_COLUMNS)
+    w.writerow(cols)
     for r in rows:
-        w.writerow([flat(r[k]) for k in LIST_COLUMNS])
+        w.writerow([flat(r[k]) for k in cols])

@@ -70,4 +70,4 @@ def test_triage_with_and_without_the_index_lists_the_same_issues(labeled_db):
     held, asked = Triage(), Triage(index=False)
     for t in traces:
         a, b = held.run(t.read_bytes(), con=con), asked.run(t.read_bytes(), con=con)
-        assert len(a.similar) == 5 and a.similar == b.similar, t.name
+        assert len(a.similar) <= 5 and a.similar == b.similar, t.name  # (a floor: may be fewer than 5)

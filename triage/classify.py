@@ -14,6 +14,7 @@ boundaries; otherwise, or with `exact=True`, the three MiniLM views are embedded
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -30,6 +31,7 @@ from retriage.triage.verdict import decide
 from retriage.core.rules import Match, applies_to, default_rules, match_rules
 
 MAX_FIXES = 3
+_WARN_RE = re.compile(r"(?i)\bwarn")  # a log without an error line: its warnings say most about it
 
 
 @dataclass
@@ -90,7 +92,7 @@ class Triage:
         self.fast_unavailable = ""  # why the fast path is off although it was asked for
         if fast:
             self._load_fast_path()
-        self.index = NeighbourIndex() if index else None
+        self.index = NeighbourIndex() if index else None  # the issues' vectors, for similar issues
 
     def _load_fast_path(self) -> None:
         from retriage.classifier.fast_path import FastHead
@@ -176,14 +178,14 @@ class Triage:
             con = con()
         if con is not None and similar > 0:
             from retriage.classifier import current_model_name
-            from retriage.db.queries import similar_to_vector
+            from retriage.db.similar import SHOWN, similar_issues
 
-            search = self.index.search if self.index is not None else similar_to_vector
-            neighbours = [
-                {"repo": n["repo"], "number": n["number"], "title": n["title"], "state": n["state"],
-                 "score": round(float(n["score"]), 4), "html_url": n["html_url"], "known_fix": n.get("known_fix")}
-                for n in search(con, vector, current_model_name(self.model.folder), limit=similar)
-            ]
+            # hybrid: the log's error lines (or, when it has none, all of it) by BM25, and its MiniLM vector; an
+            # index not built yet is not built here (seconds): `label`, `demo`, `search` and `show` build it
+            text = v.keys if v.key_lines else ("\n".join(ln for ln in v.lines if _WARN_RE.search(ln)) or v.lexical)
+            neighbours = [{k: n[k] for k in SHOWN} for n in similar_issues(
+                con, vector, current_model_name(self.model.folder), text, limit=similar, index=self.index,
+                build_missing=False)]
         exc = None
         if log.exception_type:
             exc = f"{log.exception_type}: {log.exception_message}".rstrip(": ")

@@ -109,11 +109,12 @@ def triage_panel(r) -> Group:
 
     if r.similar:
         t = Table(title="similar past issues", title_justify="left", expand=True)
-        for col in ("issue", "score", "state", "title", "known fix"):
+        for col in ("issue", "score", "state", "title", "fixing PR", "known fix"):
             t.add_column(col, ratio=1 if col == "title" else None, no_wrap=col != "title")
         for s in r.similar:
+            prs = ", ".join(f"#{n}" for n in s.get("fixed_by") or []) or "-"
             t.add_row(f"[link={s['html_url']}]{format_ref(s['repo'], s['number'])}[/link]", f"{s['score']:.2f}",
-                      s["state"] or "", Text(s["title"] or ""), s.get("known_fix") or "")
+                      s["state"] or "", Text(s["title"] or ""), prs, s.get("known_fix") or "")
         parts.append(t)
     out: list = [Panel(Group(*parts), title="[bold]retriage classify[/]", expand=True)]
     links = _links(r)

@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from retriage.cli import classify, comment, completion, data, labels, mine, model, report
+from retriage.cli import classify, comment, completion, data, labels, mine, model, report, search
 from retriage.core.errors import INTERNAL, INTERRUPTED, OK, USAGE, UserError
 
 PROG = "retriage"
@@ -45,7 +45,8 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 COMMANDS = {  # name -> function, in the order `--help` lists them
-    "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd, "demo": data.demo,
+    "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd,
+    "search": search.search, "demo": data.demo,
     "mine": mine.mine, "report": report.report, "train": model.train, "label": model.label,
     "predict": model.predict, "eval": model.eval_cmd, "relabel": labels.relabel, "classify": classify.classify,
     "comment": comment.comment, "completion": completion.completion,

@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from retriage import taxonomy
-from retriage.cli.options import BaseUrl, Db, Json, Model, Offline, one_of, print_json
+from retriage.cli.options import (BaseUrl, Class, Component, Db, Engine, Fix, Format, Json, Limit, Model, Offline,
+                                  Since, State, Unsure, Until, Web, open_web, output_format, print_json)
 from retriage.core.console import console
 
 
@@ -38,6 +38,7 @@ def show(
     offline: bool = Offline,
     base_url: str = BaseUrl,
     model: Optional[str] = Model,
+    web: bool = typer.Option(False, "--web", help="Open the issue in the web browser."),
 ):
     """Everything known about one issue: record, predicted class and component, known fixes, similar issues.
 
@@ -47,13 +48,16 @@ def show(
     from retriage.lookup import lookup
     from retriage.render import issue_panel
 
-    if not offline:
+    if not offline and not web:
         from retriage.core.refs import parse_ref
         from retriage.fetch import fetch_if_missing
         from retriage.miner.client import token_from_env
 
         fetch_if_missing(db, *parse_ref(ref), base_url=base_url, token=token_from_env())
-    info = lookup(connect(db, read_only=True), ref, similar=similar, model=model)
+    info = lookup(connect(db, read_only=True), ref, similar=0 if web else similar, model=model)
+    if web:
+        open_web(info["issue"].get("html_url"))
+        return
     print_json(info) if as_json else console().print(issue_panel(info))
 
 
@@ -79,40 +83,40 @@ def demo(
 
 
 def list_cmd(
-    engine: List[str] = typer.Option([], "--engine", "-e", help=f"{one_of(e.id for e in taxonomy.engines())}; "
-                                     "repeatable."),
-    re_class: Optional[str] = typer.Option(None, "--class", help=f"{one_of(taxonomy.re_class_ids())}."),
-    component: Optional[str] = typer.Option(None, help=f"{one_of(taxonomy.component_ids())}."),
-    fix: Optional[str] = typer.Option(None, help=f"A known-fix tag: {one_of(taxonomy.fix_tag_ids())}."),
-    state: Optional[str] = typer.Option(None, help="open or closed."),
-    since: Optional[str] = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back."),
-    until: Optional[str] = typer.Option(None, help="Created on or before (inclusive day), same forms."),
-    unsure: Optional[bool] = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on "
-                                          "(or only confident ones)."),
+    engine: List[str] = Engine, re_class: Optional[str] = Class, component: Optional[str] = Component,
+    fix: Optional[str] = Fix, state: Optional[str] = State, since: Optional[str] = Since,
+    until: Optional[str] = Until, unsure: Optional[bool] = Unsure,
     sort: str = typer.Option("created", help="created (newest first), updated, oldest, confidence or number."),
-    limit: int = typer.Option(20, "--limit", "-L", help="At most this many issues."),
-    fmt: str = typer.Option("table", "--format", help="table, json, ndjson or csv."),
+    limit: int = Limit, fmt: str = Format,
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     model: Optional[str] = Model,
+    web: bool = Web,
     db: Optional[str] = Db,
 ):
     """Stored issues with the current model's class, component and known fixes, filtered and sorted."""
     from retriage.classifier import current_model_version
     from retriage.db.store import connect
     from retriage.lister import ListFilter, list_issues
-    from retriage.render import issues_table, write_rows
 
-    fmt = "json" if as_json else fmt
-    if fmt not in ("table", "json", "ndjson", "csv"):
-        from retriage.core.errors import UserError
-
-        raise UserError(f"--format must be one of table, json, ndjson, csv, not {fmt!r}", exit_code=2)
+    fmt = output_format(fmt, as_json)
     f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
     rows = list_issues(connect(db, read_only=True), f, current_model_version(model))
+    if web:
+        open_web(rows[0]["html_url"] if rows else None)
+        return
+    print_rows(rows, fmt)
+
+
+def print_rows(rows: list[dict], fmt: str, columns=None) -> None:
+    """Issue rows (of `list` or `search`) as a table, JSON, JSON lines or CSV."""
+    from retriage.render import issues_table, write_rows
+
     if fmt == "table":
         out = console()
         out.print(issues_table(rows, out.width))
     elif fmt == "json":
         print_json(rows)
+    elif columns:
+        write_rows(rows, fmt, columns)
     else:
         write_rows(rows, fmt)

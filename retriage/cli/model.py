@@ -93,7 +93,11 @@ def label(
     finally:
         if "prog" in holder:
             holder["prog"].stop()
-    out = {"labeled": result.labeled, "already_labeled": result.already, "model_version": result.model_version}
+    from retriage.db.lexical import ensure_all
+
+    built = ensure_all(con)  # the search and similar-issue indexes, for the issues as they are now
+    out = {"labeled": result.labeled, "already_labeled": result.already, "model_version": result.model_version,
+           "indexes_built": built}
     if as_json:
         print_json(out)
     else:

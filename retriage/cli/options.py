@@ -7,6 +7,7 @@ from datetime import date, datetime
 
 import typer
 
+from retriage import taxonomy
 from retriage.core.console import console
 from retriage.miner.defaults import DEFAULT_BASE_URL
 from retriage.core.output import dumps
@@ -25,6 +26,46 @@ def one_of(ids) -> str:
     """Choices for a --help text, from the taxonomy (so that the help lists what the check accepts)."""
     ids = list(ids)
     return ", ".join(ids[:-1]) + f" or {ids[-1]}" if len(ids) > 1 else "".join(ids)
+Web = typer.Option(False, "--web", help="Open the issue (the first result) in the web browser.")
+
+# the filters of `list` and `search`
+Engine = typer.Option([], "--engine", "-e", help=f"{one_of(e.id for e in taxonomy.engines())}; repeatable.")
+Class = typer.Option(None, "--class", help=f"{one_of(taxonomy.re_class_ids())}.")
+Component = typer.Option(None, help=f"{one_of(taxonomy.component_ids())}.")
+Fix = typer.Option(None, help=f"A known-fix tag: {one_of(taxonomy.fix_tag_ids())}.")
+State = typer.Option(None, help="open or closed.")
+Since = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6m back.")
+Until = typer.Option(None, help="Created on or before (inclusive day), same forms.")
+Unsure = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on (or only confident ones).")
+Limit = typer.Option(20, "--limit", "-L", help="At most this many issues.")
+Format = typer.Option("table", "--format", help="table, json, ndjson or csv.")
+FORMATS = ("table", "json", "ndjson", "csv")
+
+
+def output_format(fmt: str, as_json: bool) -> str:
+    fmt = "json" if as_json else fmt
+    if fmt not in FORMATS:
+        from retriage.core.errors import UserError
+
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", exit_code=2)
+    return fmt
+
+
+def open_web(url: str | None) -> None:
+    """Open `url` in the user's browser (`BROWSER` is honoured, as by gh); a one-line error when none opens."""
+    import webbrowser
+
+    from retriage.core.errors import UserError
+
+    if not url:
+        raise UserError("nothing to open: no issue found", exit_code=1)
+    sys.stderr.write(f"Opening {url} in your browser.\n")
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        raise UserError(f"could not open a web browser for {url}", exit_code=1)
 
 
 def jsonable(obj):

@@ -1,0 +1,63 @@
+"""`retriage search QUERY`: full-text BM25 over titles, bodies and comments (db/lexical, kind `search`) combined
+with the MiniLM cosine of the query and each issue's stored vector, ranked, with the filters of `retriage list`.
+
+    score = W_TEXT * share + (1 - W_TEXT) * cosine,   share = min(1, bm25 / ceiling)
+
+`share` is how much of the query's term weight an issue matches (core/bm25: the ceiling is the sum of the idf
+of the query's terms), so an issue that contains the query's words ranks above one that is only about the same
+thing. Issues that contain every term of the query come first (`all_terms`), so `/dev/shm` lists the issues
+that mention it before those that only say `shm`; then the others by score. An issue is listed when it matches
+at least one term, or, matching none, when its meaning is close (cosine at least MIN_COSINE).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retriage.core.errors import UserError
+from retriage.db import lexical, similar
+from retriage.lister import ListFilter, list_issues
+
+W_TEXT = 0.7
+MIN_COSINE = 0.5
+MAX_QUERY = 2000  # characters of the query that are read
+COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component", "confidence",
+           "abstained", "known_fixes", "html_url", "score", "text_match", "cosine", "all_terms")
+
+
+def query_vector(text: str):
+    """The query's MiniLM vector (the numpy port: no torch import, about a tenth of a second)."""
+    from retriage.classifier.embed import get_embedder
+
+    return get_embedder("numpy").encode([text])[0]
+
+
+def search(con, query: str, f: ListFilter, model_version: str | None, vector=None) -> list[dict]:
+    """The issues that match `query` and the filters, best first, at most `f.limit`: the `list` columns and
+    `score` (0-1), `text_match` (the BM25 share) and `cosine`."""
+    from retriage.classifier import current_model_name
+
+    if not 1 <= f.limit <= 100000:
+        raise UserError(f"--limit must be between 1 and 100000, not {f.limit}", exit_code=2)
+    query = (query or "").strip()[:MAX_QUERY]
+    if not query:
+        raise UserError('give a query, e.g. retriage search "/dev/shm"', exit_code=2)
+    rows = list_issues(con, ListFilter(**{**f.__dict__, "limit": 100000, "sort": "number"}), model_version)
+    if not rows:  # (the filters were checked by list_issues, with the limit the caller gave)
+        return []
+    lex = lexical.load(con, "search")
+    bm, ceiling = lex.score(query)
+    share = np.minimum(1.0, bm / ceiling) if ceiling > 0 else np.zeros(len(lex), dtype=np.float32)
+    vec = query_vector(query) if vector is None else vector
+    cos = similar.cosines_by_row(con, lex, vec, current_model_name())
+    score = W_TEXT * share + (1 - W_TEXT) * cos
+    every_term = lex.coverage(query) >= 0.999
+    out = []
+    for r in rows:
+        i = lex.row(r["repo"], r["number"])
+        if i is None or not (bm[i] > 0 or cos[i] >= MIN_COSINE):
+            continue
+        out.append({**r, "score": round(float(score[i]), 4), "text_match": round(float(share[i]), 4),
+                    "cosine": round(float(cos[i]), 4), "all_terms": bool(every_term[i])})
+    out.sort(key=lambda r: (not r["all_terms"], -r["score"], r["repo"], r["number"]))
+    return out[:f.limit]
