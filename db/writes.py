@@ -92,18 +92,29 @@ def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
     return len(labels)
 
 
+PREDICTION_TYPES = ("TEXT", "INTEGER", "TEXT", "TEXT", "DOUBLE", "DOUBLE", "BOOLEAN", "TEXT[]", "TEXT", "TIMESTAMP")
+ISSUE_EMBEDDING_COLUMNS = ("repo", "number", "model", "text_hash")
+
+
+def _insert_columns(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], types: Sequence[str],
+                    rows: list[tuple]) -> None:
+    """INSERT OR REPLACE rows (distinct keys) column-wise in one statement: executemany runs one statement per
+    row, which took over a second per thousand predictions."""
+    select = ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(types))
+    con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) SELECT {select}",
+                [list(col) for col in zip(*rows)])
+
+
 def save_predictions(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version."""
     if rows:
-        con.executemany(f"INSERT OR REPLACE INTO predictions ({', '.join(PREDICTION_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(PREDICTION_COLUMNS))})", rows)
+        _insert_columns(con, "predictions", PREDICTION_COLUMNS, PREDICTION_TYPES, rows)
 
 
 def save_issue_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, int, str, str]]) -> None:
     """(repo, number, model, text_hash): which cached vector is an issue's."""
     if rows:
-        con.executemany("INSERT OR REPLACE INTO issue_embeddings (repo, number, model, text_hash) VALUES (?, ?, ?, ?)",
-                        rows)
+        _insert_columns(con, "issue_embeddings", ISSUE_EMBEDDING_COLUMNS, ("TEXT", "INTEGER", "TEXT", "TEXT"), rows)
 
 
 def save_embeddings(con: duckdb.DuckDBPyConnection, vectors: dict[str, np.ndarray], model: str) -> None:
