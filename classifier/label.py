@@ -30,6 +30,8 @@ class LabelResult:
     labeled: int
     already: int
     model_version: str
+    fast: int = 0  # of the labeled, answered by the fast head (`fast=True`)
+    note: str = ""  # why the fast path was off although it was asked for
 
 
 def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
@@ -42,13 +44,25 @@ def pending(con: duckdb.DuckDBPyConnection, model_version: str) -> list[tuple]:
 
 def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None = None,
                    progress: Callable[[int], None] | None = None, embedder: Embedder | None = None,
-                   on_total: Callable[[int], None] | None = None) -> LabelResult:
+                   on_total: Callable[[int], None] | None = None, fast: bool = False,
+                   workers: int | None = None) -> LabelResult:
+    """`fast`: through the cascade (classifier/cascade.py: the fast head where its gate is open, the full model
+    elsewhere, in `workers` processes); otherwise the full model on every issue."""
     model = model or IssueClassifier.load()
     version = model.version
     todo = pending(con, version)
     total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
     if on_total:
         on_total(len(todo))
+    note = ""
+    if fast:
+        from retriage.classifier.cascade import FastPathUnavailable, label_cascade
+
+        try:
+            stats = label_cascade(con, model, todo, progress, workers)
+            return LabelResult(len(todo), total - len(todo), version, stats.fast)
+        except FastPathUnavailable as e:  # raised before anything is written
+            note = f"fast path off: {e}; the full model labels every issue"
     embedder = embedder or get_embedder()
 
     for start in range(0, len(todo), CHUNK):
@@ -69,4 +83,4 @@ def label_database(con: duckdb.DuckDBPyConnection, model: IssueClassifier | None
                                                for (repo, number, _, _), x in zip(part, v)])
         if progress:
             progress(len(part))
-    return LabelResult(len(todo), total - len(todo), version)
+    return LabelResult(len(todo), total - len(todo), version, note=note)
