@@ -91,3 +91,35 @@ def test_without_a_static_table_the_full_model_labels_with_a_note(tmp_path, monk
     assert res.labeled == 3 and res.fast == 0 and res.note.startswith("fast path off:")
     links = con.execute("SELECT count(*) FROM issue_embeddings WHERE model = ?", [EMBEDDING_MODEL]).fetchone()[0]
     assert links == 3
+
+
+def test_the_held_out_part_took_no_part_in_distilling():
+    """bench/label measures on the "report" part: the shipped fast head was fitted on the training split and the
+    "fit" part only (the dev split chose its gate), and its held-out figures are on the "report" part."""
+    import json
+
+    from retriage.classifier.dataset import load_gold, split
+    from retriage.classifier.distill import unlabeled_snapshot_issues
+    from retriage.classifier.fast_path import FAST_META
+    from retriage.classifier.model import shipped_model_dir
+
+    gold = load_gold()
+    train, _ = split(gold)
+    labeled = {e.key for e in gold}
+    fit = {k for k, _ in unlabeled_snapshot_issues(labeled, "fit")}
+    report = {k for k, _ in unlabeled_snapshot_issues(labeled, "report")}
+    assert report and fit and not fit & report and not report & labeled
+    meta = json.loads((shipped_model_dir() / FAST_META).read_text())
+    assert meta["n_distill"] == len(train) + len(fit)
+    assert meta["held_out"]["n"] == len(report)
+    assert meta["held_out"]["re_agreement"] >= 0.99
+
+
+def test_cli_label_runs_the_cascade_by_default(tmp_path):
+    from conftest import run_cli
+
+    snapshot_db(tmp_path / "c.duckdb", n=4).close()
+    proc = run_cli("label", db=tmp_path / "c.duckdb")
+    assert proc.returncode == 0, proc.stderr
+    assert "labeled 4 issues" in proc.stdout and "answered by the fast path" in proc.stdout
+    assert "Traceback" not in proc.stderr
