@@ -1,11 +1,13 @@
 """Distilling the fast head (classifier/fast_path.py) from a trained model, and measuring how often it agrees.
 
-The distillation set is the training split plus every snapshot issue nobody labeled (none of them is in the dev
-split, which only measures). Targets are the model's own embedding logits, so no label is used here.
+The distillation set is the training split plus four fifths of the snapshot issues nobody labeled (none of them
+is in the dev split, which chooses the gate); the last fifth (`snapshot_part`) is held out from both, to measure
+on. Targets are the model's own embedding logits, so no label is used here.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,12 +21,29 @@ from retriage.classifier.static_embed import StaticMiniLM
 FOLDS = 5
 
 
-def unlabeled_snapshot_views(labeled: set[tuple[str, int]]) -> list[Views]:
-    """Views of the snapshot issues that are not in the labeled set (pull requests left out)."""
+PARTS = ("fit", "fit", "fit", "fit", "report")  # the unlabeled snapshot issues, by a hash of their key
+
+
+def snapshot_part(key: tuple[str, int]) -> str:
+    """Which part of the distillation an unlabeled snapshot issue belongs to: "fit" (the ridge maps) or "report"
+    (neither the maps nor the gate, which the dev split chooses: the agreement is measured there, bench/label).
+    (Choosing the gate on dev and a part of these issues together loosened it: they are easier than dev, and
+    the real traces lost two answers.)"""
+    digest = hashlib.sha256(f"{key[0]}#{key[1]}".encode()).digest()
+    return PARTS[digest[0] % len(PARTS)]
+
+
+def unlabeled_snapshot_views(labeled: set[tuple[str, int]], part: str | None = None) -> list[Views]:
+    """Views of the snapshot issues that are not in the labeled set (pull requests left out); `part`: only
+    those of one part (see snapshot_part)."""
+    return [views(r.get("title"), r.get("body")) for key, r in unlabeled_snapshot_issues(labeled, part)]
+
+
+def unlabeled_snapshot_issues(labeled: set[tuple[str, int]], part: str | None = None) -> list[tuple[tuple, dict]]:
     from retriage.classifier.dataset import snapshot_index
 
-    return [views(r.get("title"), r.get("body")) for key, r in sorted(snapshot_index().items())
-            if key not in labeled and not r.get("pull_request")]
+    return [(key, r) for key, r in sorted(snapshot_index().items())
+            if key not in labeled and not r.get("pull_request") and (part is None or snapshot_part(key) == part)]
 
 
 def _fit(X, Y, alpha: float):

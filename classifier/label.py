@@ -32,6 +32,8 @@ class LabelResult:
     labeled: int
     already: int
     model_version: str
+    fast: int = 0  # of the labeled, answered by the fast head (`fast=True`)
+    note: str = ""  # why the fast path was off although it was asked for
 
 
 def pending(con: duckdb.DuckDBPyConnection, model_version: str,
@@ -52,14 +54,26 @@ def pending(con: duckdb.DuckDBPyConnection, model_version: str,
 def label_database(con, model: IssueClassifier | None = None,
                    progress: Callable[[int], None] | None = None, embedder: Embedder | None = None,
                    on_total: Callable[[int], None] | None = None,
-                   keys: list[tuple[str, int]] | None = None) -> LabelResult:
-    """Label what has no prediction of the model, or with `keys` those issues (again if need be)."""
+                   keys: list[tuple[str, int]] | None = None, fast: bool = False,
+                   workers: int | None = None) -> LabelResult:
+    """Label what has no prediction of the model, or with `keys` those issues (again if need be). `fast`: through
+    the cascade (classifier/cascade.py: the fast head where its gate is open, the full model elsewhere, in
+    `workers` processes); otherwise the full model on every issue."""
     model = model or IssueClassifier.load()
     version = model.version
     todo = pending(con, version, keys)
     total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
     if on_total:
         on_total(len(todo))
+    note = ""
+    if fast:
+        from retriage.classifier.cascade import FastPathUnavailable, label_cascade
+
+        try:
+            stats = label_cascade(con, model, todo, progress, workers)
+            return LabelResult(len(todo), total - len(todo), version, stats.fast)
+        except FastPathUnavailable as e:  # raised before anything is written
+            note = f"fast path off: {e}; the full model labels every issue"
     embedder = embedder or get_embedder()
 
     for start in range(0, len(todo), CHUNK):
@@ -80,4 +94,4 @@ def label_database(con, model: IssueClassifier | None = None,
                                                for (repo, number, _, _), x in zip(part, v)])
         if progress:
             progress(len(part))
-    return LabelResult(len(todo), total - len(todo), version)
+    return LabelResult(len(todo), total - len(todo), version, note=note)

@@ -62,12 +62,16 @@ class IssueClassifier:
         """How many leading dense features are the concatenated view embeddings."""
         return len(VIEW_FIELDS) * DIM
 
-    def lexical_logits(self, v: list[Views]) -> tuple[np.ndarray, np.ndarray]:
-        """Each head's logits without the embedding part: keyword and rule signals, TF-IDF and the bias."""
+    def lexical_logits(self, v: list[Views], with_fix: bool = False) -> tuple[np.ndarray, ...]:
+        """Each head's logits without the embedding part: keyword and rule signals, TF-IDF and the bias (RE,
+        component, and with `with_fix` the fix head's too, or None for a model without one)."""
         dense = dense_features([], v)  # the signals that follow the embeddings
         rows = [self.tfidf.transform_one(x.lexical) for x in v]
         w = self.embedding_width
-        return (self.re_head.logits(dense, rows, first=w), self.component_head.logits(dense, rows, first=w))
+        out = (self.re_head.logits(dense, rows, first=w), self.component_head.logits(dense, rows, first=w))
+        if with_fix:
+            out += (self.fix_head.logits(dense, rows, first=w) if self.fix_head is not None else None,)
+        return out
 
     def embedding_logits(self, embeddings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The embedding part of each head's logits (add to `lexical_logits` for the whole)."""
@@ -82,14 +86,17 @@ class IssueClassifier:
         preds = self.predictions(lr + er, lc + ec)
         if self.fix_head is not None and preds:
             dense = dense_features(embeddings, v)
-            p = softmax(self.fix_head.logits(dense, [self.tfidf.transform_one(x.lexical) for x in v])
-                        / self.fix_head.temperature_)
-            for pred, row in zip(preds, p):
-                best = int(row.argmax())
-                tag = self.fix_head.classes_[best]
-                if tag != "none" and row[best] >= self.fix_threshold:
-                    pred.known_fix, pred.known_fix_confidence = tag, round(float(row[best]), 4)
+            self.add_known_fixes(preds, self.fix_head.logits(dense, [self.tfidf.transform_one(x.lexical) for x in v]))
         return preds
+
+    def add_known_fixes(self, preds: list[Prediction], z_fix: np.ndarray) -> None:
+        """Set each prediction's known-fix tag from the fix head's logits, where it is confident enough."""
+        p = softmax(z_fix / self.fix_head.temperature_)
+        for pred, row in zip(preds, p):
+            best = int(row.argmax())
+            tag = self.fix_head.classes_[best]
+            if tag != "none" and row[best] >= self.fix_threshold:
+                pred.known_fix, pred.known_fix_confidence = tag, round(float(row[best]), 4)
 
     def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated probabilities from each head's logits."""

@@ -260,24 +260,31 @@ def distill_fast_head(con, model: IssueClassifier, data: LabeledSplit, out_dir: 
     from retriage.classifier.distill import agreement, answers, choose_gate, fit_fast_head, unlabeled_snapshot_views
     from retriage.classifier.static_embed import StaticMiniLM, ensure_table
 
+    report_v: list[Views] = []  # unlabeled issues used neither for the maps nor the gate: the agreement on them
     if unlabeled is None:
         if con is not None:  # the snapshot's shipped embeddings spare embedding its issues again
             from retriage.classifier.snapshot_cache import load_into
 
             load_into(con)
-        unlabeled = unlabeled_snapshot_views({e.key for e in data.examples})
-    un_emb = (embed_views(con, unlabeled, progress, embedder) if unlabeled
-              else [np.zeros((0, DIM), np.float32)] * len(VIEW_FIELDS))
+        labeled = {e.key for e in data.examples}
+        unlabeled, report_v = (unlabeled_snapshot_views(labeled, p) for p in ("fit", "report"))
+
+    def embedded(v):
+        return embed_views(con, v, progress, embedder) if v else [np.zeros((0, DIM), np.float32)] * len(VIEW_FIELDS)
+
+    un_emb, report_emb = embedded(unlabeled), embedded(report_v)
     static = StaticMiniLM(ensure_table())
     all_emb = [np.vstack([a, b]).astype(np.float32) for a, b in zip(data.train_embeddings, un_emb)]
     head = fit_fast_head(model, static, data.train_views + list(unlabeled), all_emb)
-    check, result = {}, None
+    check, result, held_out = {}, None, {}
     if data.dev_views:
         dev_answers = answers(model, head, static, data.dev_views, data.dev_embeddings)
         check = choose_gate(head, dev_answers)
         result = agreement(head, dev_answers, data.dev_embeddings[0])
+        if report_v:
+            held_out = agreement(head, answers(model, head, static, report_v, report_emb), report_emb[0]).to_dict()
     head.meta.update(teacher_model_version=model.version, dev=result.to_dict() if result else {},
-                     dev_two_fold=check)
+                     dev_two_fold=check, held_out=held_out)
     head.save(out_dir)
     return result
 

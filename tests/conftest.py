@@ -166,7 +166,7 @@ def _corpus_records(per_repo: int, max_body: int) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def labeled_db(tmp_path_factory):
-    """A DuckDB holding a slice of real corpus issues, labeled by `retriage label` (sentence-transformers).
+    """A DuckDB holding a slice of real corpus issues, labeled by `retriage label --exact` (sentence-transformers).
 
     The slice: 35 short issues per engine, the six shortest issues the team labeled with a known fix, and one
     real issue re-shaped as a GitHub API pull request (the corpus holds none) that must stay unlabeled."""
@@ -195,7 +195,7 @@ def labeled_db(tmp_path_factory):
     proc = run_cli("import", str(slice_file), db=db)
     assert proc.returncode == 0, proc.stderr
     started = time.perf_counter()
-    proc = run_cli("label", "--json", db=db)
+    proc = run_cli("label", "--exact", "--json", db=db)  # the full model: predict is compared with it
     seconds = time.perf_counter() - started
     assert proc.returncode == 0, proc.stderr
     return SimpleNamespace(path=db, records=records, pr=(canonical_repo(pr["repo"]), pr["number"]),

@@ -74,6 +74,10 @@ def label(
     db: Optional[str] = Db,
     as_json: bool = Json,
     model: Optional[str] = Model,
+    fast: bool = typer.Option(True, "--fast/--exact", help="--fast (default): the fast head answers where its "
+                              "gate is open, the full model elsewhere; --exact: the full model on every issue."),
+    workers: int = typer.Option(0, "--workers", min=0, max=64, help="Worker processes of --fast (0: one per core, "
+                                "at most 2)."),
 ):
     """Label every issue in the database that has no prediction from the current model."""
     from retriage.classifier.label import label_database
@@ -85,11 +89,12 @@ def label(
     holder: dict = {}
 
     def on_total(n):
-        holder["prog"], holder["advance"] = _progress(n, "labeling issues")
+        holder["prog"], holder["advance"] = _progress(n, "labeling issues", unit="issues")
         holder["prog"].start()
 
     try:
-        result = label_database(con, classifier, progress=lambda n: holder["advance"](n), on_total=on_total)
+        result = label_database(con, classifier, progress=lambda n: holder["advance"](n), on_total=on_total,
+                                fast=fast, workers=workers or None)
     finally:
         if "prog" in holder:
             holder["prog"].stop()
@@ -98,11 +103,14 @@ def label(
     built = ensure_all(con)  # the search and similar-issue indexes, for the issues as they are now
     out = {"labeled": result.labeled, "already_labeled": result.already, "model_version": result.model_version,
            "indexes_built": built}
+    if result.note:
+        typer.echo(f"note: {result.note}", err=True)
     if as_json:
         print_json(out)
     else:
         typer.echo(f"labeled {result.labeled} issues with model {result.model_version} "
-                   f"({result.already} already had a prediction from it)")
+                   f"({result.already} already had a prediction from it"
+                   + (f"; {result.fast} answered by the fast path)" if fast and not result.note else ")"))
 
 
 def predict(

@@ -82,11 +82,27 @@ def print_json(obj) -> None:
     sys.stdout.write(dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
 
 
-def progress(total: int | None, description: str):
-    """A transient progress bar on stderr and the function that advances it."""
+def progress(total: int | None, description: str, unit: str | None = None):
+    """A transient progress bar on stderr and the function that advances it; with `unit`, also the rate
+    ("12.3 issues/s") beside the time remaining."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    prog = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), transient=True, console=console(stderr=True))
+    columns = ["[progress.description]{task.description}", BarColumn(), MofNCompleteColumn()]
+    if unit:
+        columns.append(_rate_column(unit))
+    prog = Progress(*columns, TimeRemainingColumn(), transient=True, console=console(stderr=True))
     task = prog.add_task(description, total=total)
     return prog, (lambda n: prog.advance(task, n))
+
+
+def _rate_column(unit: str):
+    """Items per second so far (rich's own speed estimate over its recent samples)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.1f} {unit}/s", style="progress.data.speed")
+
+    return RateColumn()

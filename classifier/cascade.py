@@ -1,0 +1,258 @@
+"""The cascade behind `retriage label --fast`: the fast head of `classify` (classifier/fast_path.py) answers
+where its gate is open, the full model (MiniLM on the three views) only where it is closed.
+
+Two passes over the pending issues, both spread over worker processes (one BLAS thread each):
+
+1. *read*: each chunk of issues is prepared (views, rules), its lexical logits computed, its static MiniLM
+   features pooled and the fast answer gated. Answers whose gate is open are stored at once: the class and
+   component of the fast head, the known fixes of the matching rules (the fix head reads the MiniLM views, so
+   its tag is left out on the fast path), and as the issue's vector for similar issues the fast head's estimate
+   of its first view's MiniLM vector, cached under a hash of its own (`estimate_hash`) so that it never stands
+   for a real embedding of a text.
+2. *embed*: the issues whose gate is closed get their three views embedded (the numpy MiniLM, through the
+   database's embedding cache) and the full model's answer, exactly as `label --exact` gives it.
+
+Each chunk commits in one transaction, so an interrupted run keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier.embed import text_hash
+from retriage.classifier.features import VIEW_FIELDS
+from retriage.classifier.model import IssueClassifier
+from retriage.db import writes
+from retriage.db.store import transaction
+from retriage.taxonomy import engine_for_repo
+
+TASK = 64  # issues per task handed to a worker
+ESTIMATE = "static-estimate:"  # prefix of the text hashed for an estimated vector
+
+
+def estimate_hash(full_view: str) -> str:
+    """Cache key of the fast head's estimate of a first view's MiniLM vector (never a real text's hash)."""
+    return text_hash(ESTIMATE + full_view)
+
+
+@dataclass
+class Reading:
+    """Pass 1 over a chunk of issues (picklable: it travels back from a worker)."""
+
+    keys: list[tuple[str, int]]
+    gate: np.ndarray  # True: the fast answer stands
+    z_re: np.ndarray  # fast logits (lexical + estimated embedding part)
+    z_comp: np.ndarray
+    lex_re: np.ndarray
+    lex_comp: np.ndarray
+    lex_fix: np.ndarray | None
+    estimate: np.ndarray  # estimated first-view vectors
+    estimate_keys: list[str]  # their cache keys (estimate_hash of the first view)
+    rule_fixes: list[list[str]]
+    texts: list[tuple[str, str, str] | None]  # view texts where the gate is closed
+
+
+class Reader:
+    """What a worker holds: the model, its fast head and the static table (memory-mapped), the numpy MiniLM."""
+
+    def __init__(self, model_folder: Path | None = None):
+        from retriage.classifier.fast_path import FastHead
+        from retriage.classifier.static_embed import StaticMiniLM, load_table
+
+        self.model = IssueClassifier.load(model_folder)
+        self.head, why = FastHead.load(self.model.folder, self.model.version)
+        table = load_table()
+        if self.head is None or table is None:
+            raise FastPathUnavailable(why or "the static embedding table is not built (make install, or "
+                                      "`python -m retriage.classifier.static_embed`)")
+        self.static = StaticMiniLM(table)
+        self._minilm = None
+
+    def read(self, part: list[tuple]) -> Reading:
+        from retriage.classifier.features import views
+
+        v = [views(title, body) for _, _, title, body in part]
+        lex_re, lex_comp, lex_fix = self.model.lexical_logits(v, with_fix=True)
+        avgs, ids = self.head.static_features(self.static, v)
+        f_re, f_comp = self.head.embedding_logits(avgs, ids)
+        z_re, z_comp = lex_re + f_re, lex_comp + f_comp
+        gate = self.head.confident(*self.model.probabilities(z_re, z_comp))
+        fixes = []
+        for (repo, _, _, _), x in zip(part, v):
+            engine = engine_for_repo(repo)
+            fixes.append(x.fixes(engine.id if engine else None))
+        texts = [None if g else tuple(getattr(x, f) for f in VIEW_FIELDS) for g, x in zip(gate, v)]
+        return Reading([(r, n) for r, n, _, _ in part], gate, z_re, z_comp, lex_re, lex_comp, lex_fix,
+                       self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], fixes, texts)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        from retriage.classifier.embed import NumpyMiniLM
+
+        if self._minilm is None:
+            self._minilm = NumpyMiniLM()
+        return self._minilm.encode(texts)
+
+
+class FastPathUnavailable(Exception):
+    pass
+
+
+_reader: Reader | None = None
+
+
+def _init_worker(model_folder: str | None) -> None:
+    global _reader
+    _reader = Reader(Path(model_folder) if model_folder else None)
+
+
+def _read(part: list[tuple]) -> Reading:
+    return _reader.read(part)
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    return _reader.embed(texts)
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class _InProcess:
+    """The pool's interface over one in-process Reader (small runs, or one worker)."""
+
+    def __init__(self, reader: Reader):
+        self.reader = reader
+
+    def imap(self, fn, items):
+        fn = {_read: self.reader.read, _embed: self.reader.embed}[fn]
+        return (fn(x) for x in items)
+
+    def close(self):
+        pass
+
+
+def _pool(model: IssueClassifier, workers: int, n: int, task: int):
+    reader = Reader(model.folder)  # here first: FastPathUnavailable before any worker starts
+    if workers <= 1 or n <= task:
+        return _InProcess(reader)
+    before = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read by the workers' numpy as it loads
+    try:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding a DuckDB connection
+        pool = ctx.Pool(workers, _init_worker, (str(model.folder) if model.folder else None,))
+    finally:
+        if before is None:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = before
+    return pool
+
+
+@dataclass
+class CascadeStats:
+    fast: int = 0  # answered by the fast head
+    full: int = 0  # answered by the full model
+
+
+def label_cascade(con, model: IssueClassifier, todo: list[tuple], progress: Callable[[int], None] | None = None,
+                  workers: int | None = None, task: int = TASK) -> CascadeStats:
+    """Label the issues `todo` (repo, number, title, body) through the cascade; see the module docstring.
+    `task`: issues per task of a worker (with fewer issues than that, everything runs in this process)."""
+    stats = CascadeStats()
+    if not todo:
+        return stats
+    pool = _pool(model, workers or default_workers(), len(todo), task)
+    try:
+        closed: list[tuple[Reading, int]] = []
+        tasks = [todo[i : i + task] for i in range(0, len(todo), task)]
+        for reading in pool.imap(_read, tasks):
+            _store_fast(con, model, reading)
+            closed += [(reading, i) for i in np.flatnonzero(~reading.gate)]
+            stats.fast += int(reading.gate.sum())
+            if progress:
+                progress(int(reading.gate.sum()))
+        groups = [closed[i : i + task] for i in range(0, len(closed), task)]
+        for group, vectors in zip(groups, _embedded(con, pool, groups)):
+            _store_full(con, model, group, vectors)
+            stats.full += len(group)
+            if progress:
+                progress(len(group))
+    finally:
+        pool.close()
+    return stats
+
+
+def _now():
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _store_fast(con, model: IssueClassifier, r: Reading) -> None:
+    idx = np.flatnonzero(r.gate)
+    if not len(idx):
+        return
+    preds = model.predictions(r.z_re[idx], r.z_comp[idx])
+    now = _now()
+    rows, vectors, links = [], {}, []
+    for i, p in zip(idx, preds):
+        repo, number = r.keys[i]
+        rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,
+                     r.rule_fixes[i], model.version, now))
+        h = r.estimate_keys[i]
+        vectors[h] = r.estimate[i]
+        links.append((repo, number, EMBEDDING_MODEL, h))
+    with transaction(con):
+        writes.save_predictions(con, rows)
+        writes.save_embeddings(con, vectors, EMBEDDING_MODEL)
+        writes.save_issue_embeddings(con, links)
+
+
+def _embedded(con, pool, groups: list[list[tuple[Reading, int]]]):
+    """The view vectors of each group of closed-gate issues: from the database's cache, the rest embedded by
+    the workers (in order, one group after another)."""
+    from retriage.classifier.embedding_cache import lookup
+
+    def missing_texts(group):
+        texts = {t: None for r, i in group for t in r.texts[i]}
+        have = lookup(con, [text_hash(t) for t in texts], EMBEDDING_MODEL)
+        return have, [t for t in texts if text_hash(t) not in have]
+
+    prepared = [missing_texts(g) for g in groups]
+    for (have, texts), vecs in zip(prepared, pool.imap(_embed, [t for _, t in prepared])):
+        new = {text_hash(t): v for t, v in zip(texts, vecs)}
+        yield have, new
+
+
+def _store_full(con, model: IssueClassifier, group: list[tuple[Reading, int]], vectors) -> None:
+    have, new = vectors
+    every = dict(have, **new)
+    emb = [np.vstack([every[text_hash(r.texts[i][k])] for r, i in group]) for k in range(len(VIEW_FIELDS))]
+    e_re, e_comp = model.embedding_logits(emb)
+    lex_re = np.vstack([r.lex_re[i] for r, i in group])
+    lex_comp = np.vstack([r.lex_comp[i] for r, i in group])
+    preds = model.predictions(lex_re + e_re, lex_comp + e_comp)
+    if model.fix_head is not None and group[0][0].lex_fix is not None:
+        z_fix = np.vstack([r.lex_fix[i] for r, i in group]) + np.hstack(emb) @ model.fix_head.w_dense_[
+            : model.embedding_width]
+        model.add_known_fixes(preds, z_fix)
+    now = _now()
+    rows, links = [], []
+    for (r, i), p in zip(group, preds):
+        repo, number = r.keys[i]
+        fixes = list(r.rule_fixes[i])
+        if p.known_fix != "none" and p.known_fix not in fixes:
+            fixes.append(p.known_fix)
+        rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,
+                     fixes, model.version, now))
+        links.append((repo, number, EMBEDDING_MODEL, text_hash(r.texts[i][0])))
+    with transaction(con):
+        writes.save_embeddings(con, new, EMBEDDING_MODEL)
+        writes.save_predictions(con, rows)
+        writes.save_issue_embeddings(con, links)
