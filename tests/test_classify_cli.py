@@ -111,6 +111,8 @@ def test_classify_file_per_engine(engine, labeled_db):
     decided = rule.re_class if out["class_source"] == "rule" else out["model_class"]["re_class"]
     assert out["re_class"] == decided
     assert (out["disagreement"] is None) == (out["model_class"]["re_class"] == rule.re_class)
+    from retriage.db.similar import FLOOR
+
     assert len(out["similar"]) <= 5  # none below the floor (tests/test_search.py checks what is found)
     scores = [s["score"] for s in out["similar"]]
     assert scores == sorted(scores, reverse=True) and all(s >= FLOOR for s in scores)
