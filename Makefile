@@ -24,10 +24,11 @@ demo: install
 	$(BIN)/retriage demo
 
 test: install
-	$(BIN)/pytest -q
+	# two workers, each test file on one of them (module fixtures are built once per file)
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 test-fast: install
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not slow"
 
 bench: install
 	$(BIN)/python bench/label --limit 400
