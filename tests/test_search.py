@@ -34,7 +34,8 @@ def _records() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    os.environ["RETRIAGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    env = pytest.MonkeyPatch()  # a cache folder of this module's own, given back when the module ends
+    env.setenv("RETRIAGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     from retriage.classifier.label import label_database
     from retriage.classifier.snapshot_cache import load_into
     from retriage.db import writes
@@ -58,7 +59,8 @@ def db(tmp_path_factory):
     with transaction(con):  # one issue with a linked fixing PR, for the similar-issues rows
         writes.save_links(con, [("sgl-project/sglang", 99999, "sgl-project/sglang", 5096)])
     con.close()
-    return path, records
+    yield path, records
+    env.undo()
 
 
 def mentions(records, text: str) -> set[tuple[str, int]]:
