@@ -132,9 +132,18 @@ class LexicalIndex:
     _rows: dict = field(default_factory=dict, repr=False)
 
     def row(self, repo: str, number: int) -> int | None:
+        return self._row_map().get((repo, number))
+
+    def rows_of(self, repos, numbers) -> np.ndarray:
+        """The row of each (repo, number), -1 for an issue the index does not hold."""
+        rows = self._row_map()
+        keys = zip(np.asarray(repos).tolist(), np.asarray(numbers).tolist())
+        return np.fromiter((rows.get(k, -1) for k in keys), dtype=np.int64, count=len(numbers))
+
+    def _row_map(self) -> dict:
         if not self._rows:
             self._rows = {k: i for i, k in enumerate(zip(self.repos.tolist(), self.numbers.tolist()))}
-        return self._rows.get((repo, number))
+        return self._rows
 
     def score(self, text: str) -> tuple[np.ndarray, float]:
         """BM25 of every issue (in index order) for a question, and the question's ceiling (core/bm25)."""
@@ -221,19 +230,28 @@ def _prune(kind: str) -> None:
             p.unlink(missing_ok=True)
 
 
+_LOADED: dict[str, LexicalIndex] = {}  # folder -> the index loaded from it, for a process that asks again
+
+
 def load(con, kind: str, build_missing: bool = True) -> LexicalIndex | None:
     """The index of `kind` matching the database now: loaded (memory-mapped) when built before, else built
     (when `build_missing`; else None)."""
     fp = fingerprint(con, kind)
     folder = _folder(fp)
+    known = _LOADED.get(str(folder))
+    if known is not None and (folder / "number.npy").exists():
+        return known  # a long-lived process asks again: the same files, already mapped
     if (folder / "number.npy").exists():
         try:
             os.utime(folder)  # most recently used: pruned last
         except OSError:
             pass
         try:
-            return LexicalIndex(kind, Bm25.load(folder), np.load(folder / "repo.npy", allow_pickle=False),
-                                np.load(folder / "number.npy", allow_pickle=False))
+            index = LexicalIndex(kind, Bm25.load(folder), np.load(folder / "repo.npy", allow_pickle=False),
+                                 np.load(folder / "number.npy", allow_pickle=False))
+            _LOADED.clear()  # only the latest: a changed database gets a new folder
+            _LOADED[str(folder)] = index
+            return index
         except (OSError, ValueError):
             pass  # a damaged file: build again
     if not build_missing:

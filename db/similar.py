@@ -58,7 +58,7 @@ def cosines_by_row(con, lex, vector, model: str, index=None) -> np.ndarray:
         repos, numbers, scores = cols["repo"].astype(str), cols["number"].astype(np.int64), cols["score"]
     out = np.zeros(len(lex), dtype=np.float32)
     if len(numbers):
-        rows = np.array([-1 if r is None else r for r in (lex.row(a, int(b)) for a, b in zip(repos, numbers))])
+        rows = lex.rows_of(repos, numbers)
         ok = rows >= 0
         out[rows[ok]] = np.asarray(scores, dtype=np.float32)[ok]
     return out
