@@ -17,7 +17,7 @@ from retriage.classifier.result_cache import examples_material, is_answers, reme
 from retriage.core.errors import UsageError
 from retriage.core.textfile import read_text
 from retriage.db.records import RecordError, issue_number, repo_of, text_field
-from retriage.taxonomy import canonical_repo, component_ids, re_class_ids
+from retriage.taxonomy import component_ids, re_class_ids
 
 TARGETS = ("re_class", "component")
 

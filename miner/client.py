@@ -21,7 +21,6 @@ this module makes are passed through `redact`, so not even a server echoing it b
 
 from __future__ import annotations
 
-import dataclasses
 
 import email.utils
 import http.client
@@ -168,7 +167,7 @@ class GitHubClient:
     def __init__(self, base_url: str = DEFAULT_BASE_URL, token: str | None = None,
                  policy: RetryPolicy | None = None, seconds_between_requests: float = 0.0,
                  max_requests: int | None = None, on_wait: WaitCallback | None = None,
-                 per_page: int = 100, timeout: float | None = None, connect_timeout: float | None = None):
+                 per_page: int = 100):
         from github import Auth, Github  # heavy: only when a client is made
 
         from retriage.miner import transport
@@ -181,10 +180,6 @@ class GitHubClient:
         self._token = token
         self.authenticated = token is not None
         self.policy = policy or RetryPolicy()
-        if timeout is not None or connect_timeout is not None:  # overrides of the policy's timeouts
-            self.policy = dataclasses.replace(
-                self.policy, read_timeout=self.policy.read_timeout if timeout is None else float(timeout),
-                connect_timeout=self.policy.connect_timeout if connect_timeout is None else float(connect_timeout))
         self.max_requests = max_requests
         self.on_wait = on_wait
         self.per_page = per_page

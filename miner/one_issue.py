@@ -26,7 +26,8 @@ from retriage.miner.links import fixed_issues, store_pr_links
 from retriage.miner.reach import CONNECT_TIMEOUT, check_reachable
 
 READ_TIMEOUT = 30
-QUICK_POLICY = RetryPolicy(attempts=1, rate_limit_waits=2, secondary_wait=5.0, max_wait=60.0)
+QUICK_POLICY = RetryPolicy(attempts=1, rate_limit_waits=2, secondary_wait=5.0, max_wait=60.0,
+                           connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT)
 MAX_PAGES = 10  # per listing: 1,000 comments or timeline events
 
 
@@ -46,8 +47,7 @@ class FetchedIssue:
 def quick_client(base_url: str, token: str | None) -> GitHubClient:
     """A client for one issue's requests; a GitHubError (kind "unavailable") at once if the host is unreachable."""
     check_reachable(base_url, CONNECT_TIMEOUT)
-    return GitHubClient(base_url, token, policy=QUICK_POLICY, seconds_between_requests=0, timeout=READ_TIMEOUT,
-                        connect_timeout=CONNECT_TIMEOUT)
+    return GitHubClient(base_url, token, policy=QUICK_POLICY, seconds_between_requests=0)
 
 
 def all_pages(client: GitHubClient, path: str) -> tuple[list, bool]:

@@ -22,7 +22,7 @@ MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9]")  # what GitHub would turn into a
 def fix(line: str) -> dict:
     return {"id": "cuda-oom-runtime", "tag": "oom_four_step", "title": "GPU out of memory while loading or serving",
             "re_class": "RE.1", "component": "engine_setup",
-            "steps": ["(1) lower `--gpu-memory-utilization` (e.g. 0.90 -> 0.85)."], "caveats": [],
+            "steps": ["lower `--gpu-memory-utilization` (e.g. 0.90 -> 0.85)."], "caveats": [],
             "sources": ["https://github.com/vllm-project/vllm/blob/main/docs/configuration/conserving_memory.md"],
             "line": line}
 

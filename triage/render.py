@@ -6,15 +6,12 @@ the similar issues are printed after it, one URL per line, whole (and as termina
 
 from __future__ import annotations
 
-import re
-
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from retriage.core.refs import format_ref
-from retriage.triage.fixtext import unnumbered
 from retriage.taxonomy import engines
 
 
@@ -101,7 +98,7 @@ def triage_panel(r) -> Group:
             t.append(f"  [{f['tag']} · rule {f['id']}]", style="dim")
             parts.append(t)
             if i == 0:
-                rows = [(f"  {n}.", "", unnumbered(step), "") for n, step in enumerate(f["steps"], 1)]
+                rows = [(f"  {n}.", "", step, "") for n, step in enumerate(f["steps"], 1)]
                 rows += [("  !", "yellow", c, "yellow") for c in f["caveats"][:3]]
                 parts.append(_hanging(rows))
     else:

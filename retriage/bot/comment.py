@@ -16,7 +16,6 @@ from retriage.bot import safe
 from retriage.bot.config import BotConfig
 from retriage.bot.verdict import Verdict
 from retriage.core.refs import format_ref
-from retriage.triage.fixtext import unnumbered
 from retriage.taxonomy import engines, re_classes
 
 GITHUB_URL_PREFIX = "https://github.com/"
@@ -50,9 +49,8 @@ def _fix_section(fix: dict, engine: str | None, cfg: BotConfig, heading: str) ->
     lines = [f"**{heading}** — {safe.inline(fix['title'], 200)} (rule {safe.code_span(fix['id'])}, "
              f"fix {safe.code_span(fix['tag'])})", ""]
     for n, step in enumerate(fix["steps"][: cfg.max_steps], 1):
-        lines.append(f"{n}. {safe.clean(' '.join(unnumbered(step).split()))}")
-    others = tuple(f"{e.name}:" for e in engines() if e.id != engine)
-    for caveat in [c for c in fix["caveats"] if not c.startswith(others)][:2]:  # another engine's caveat: not here
+        lines.append(f"{n}. {safe.clean(' '.join(step.split()))}")
+    for caveat in fix["caveats"][:2]:  # the fix entry holds this engine's caveats only (triage/fixtext)
         lines.append(f"\n> {safe.clean(' '.join(caveat.split()))}")
     repo = next((e.repo for e in engines() if e.id == engine), None)
     links = [s for s in fix["sources"] if s.startswith("https://")]
