@@ -37,6 +37,28 @@ class NeighbourIndex:
         self._keys: list[tuple[str, int]] = []
         self._columns: dict = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._memo: dict = {}
+
+    def stable(self, con, model: str) -> bool:
+        """Whether nothing can change under what is held: the vectors are current and the connection is
+        read-only (answers kept by `memo` stay right)."""
+        self._refresh(con, model)
+        return self._read_only
+
+    def memo(self, con, model: str, name: str, compute, owner=None):
+        """`compute()` remembered while the vectors held are current and the connection is read-only (nothing
+        can change then); through a writable connection it is computed each time. `owner`: an object the
+        answer belongs to (compared by identity), e.g. the lexical index it maps onto."""
+        self._refresh(con, model)
+        if not self._read_only:
+            return compute()
+        held = self._memo.get(name)
+        if held is not None and held[0] is owner:
+            return held[1]
+        value = compute()
+        if value is not None:
+            self._memo[name] = (owner, value)
+        return value
 
     def _count(self, con, model: str) -> int:
         return con.execute("SELECT count(*) FROM issue_embeddings WHERE model = ?", [model]).fetchone()[0]
@@ -49,6 +71,7 @@ class NeighbourIndex:
             if not ok.all():
                 cols = {f: cols[f][ok] for f in (*_FIELDS, "vector")}
                 m = m[ok]
+        self._memo = {}
         self._columns = {f: cols[f] for f in _FIELDS}
         self._keys = list(zip(cols["repo"].tolist(), cols["number"].tolist()))
         if self._keys:

@@ -48,8 +48,17 @@ def cosines_by_row(con, lex, vector, model: str, index=None) -> np.ndarray:
     one, DuckDB computes them (one query)."""
     if index is not None:
         keys, scores = index.all_scores(con, vector, model)
-        repos = np.array([k[0] for k in keys], dtype=str) if keys else np.zeros(0, dtype=str)
-        numbers = np.array([k[1] for k in keys], dtype=np.int64)
+
+        def rows_of_keys() -> np.ndarray:
+            if not keys:
+                return np.zeros(0, dtype=np.int64)
+            return lex.rows_of(np.array([k[0] for k in keys], dtype=str), np.array([k[1] for k in keys]))
+
+        out = np.zeros(len(lex), dtype=np.float32)
+        rows = index.memo(con, model, "lexical-rows", rows_of_keys, owner=lex)  # the same rows every question
+        ok = rows >= 0
+        out[rows[ok]] = np.asarray(scores, dtype=np.float32)[ok]
+        return out
     else:
         cols = con.execute("""
             SELECT ie.repo, ie.number, array_cosine_similarity(e.vector, $vec::FLOAT[384]) AS score
@@ -75,11 +84,23 @@ _DETAILS = """
     LEFT JOIN gold_labels g ON g.repo = i.repo AND g.number = i.number"""
 
 
-def details(con, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
-    """What a similar issue is shown with: title, state, URL, the PRs linked as fixing it, the recorded fix."""
+_ALL_DETAILS = _DETAILS.replace("""FROM issues i JOIN (SELECT unnest($repos) AS repo, unnest($numbers) AS number) k
+         ON k.repo = i.repo AND k.number = i.number""", "FROM issues i")
+
+
+def details(con, keys: list[tuple[str, int]], index=None, model: str = "") -> dict[tuple[str, int], dict]:
+    """What a similar issue is shown with: title, state, URL, the PRs linked as fixing it, the recorded fix.
+    `index` (a NeighbourIndex of a long-lived process, with the `model` of its vectors): the details of every
+    issue are read once and kept while nothing can change, so a question costs no query."""
     if not keys:
         return {}
-    cur = con.execute(_DETAILS, {"repos": [k[0] for k in keys], "numbers": [int(k[1]) for k in keys]})
+    if index is not None and index.stable(con, model):
+        every = index.memo(con, model, "similar-details", lambda: _details_rows(con.execute(_ALL_DETAILS)))
+        return {k: every[k] for k in keys if k in every}
+    return _details_rows(con.execute(_DETAILS, {"repos": [k[0] for k in keys], "numbers": [int(k[1]) for k in keys]}))
+
+
+def _details_rows(cur) -> dict[tuple[str, int], dict]:
     names = [d[0] for d in cur.description]
     out = {}
     for row in cur.fetchall():
@@ -103,7 +124,9 @@ def similar_issues(con, vector, model: str, text: str, limit: int = 5, exclude: 
 
     if limit <= 0:
         return []
-    if lex is None:
+    if lex is None and index is not None:  # a long-lived process: the database cannot change under a read-only one
+        lex = index.memo(con, model, "lexical-index", lambda: lexical.load(con, "similar", build_missing=build_missing))
+    elif lex is None:
         lex = lexical.load(con, "similar", build_missing=build_missing)
     if lex is None or not len(lex):
         return []
@@ -112,7 +135,7 @@ def similar_issues(con, vector, model: str, text: str, limit: int = 5, exclude: 
     ex = lex.row(*exclude) if exclude else None
     top = rank(cos, bm, limit, ex, floor)
     keys = [(str(lex.repos[i]), int(lex.numbers[i])) for i, _ in top]
-    info = details(con, keys)
+    info = details(con, keys, index, model)
     out = []
     for (i, score), k in zip(top, keys):
         if k in info:
