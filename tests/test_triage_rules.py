@@ -74,9 +74,8 @@ def test_every_rule_has_a_positive_and_a_near_miss_trace():
           + ", ".join(f"{k}={v}" for k, v in sorted(few.items())))
     assert [r.id for r in RULES if positives[r.id] < 1] == []
     assert [r.id for r in RULES if near_misses[r.id] < 1] == []
-    # two real positives each (held-out traces not counted); one rule's message was found in a single public
-    # issue only (TensorRT-LLM #694)
-    assert set(few) <= {"trtllm-no-free-kv-blocks"}, few
+    # two real positives each (held-out traces not counted)
+    assert few == {}, few
     for e in ENTRIES:
         if e["expect_rule"]:
             assert (e["folder"] / e["file"]).read_text().startswith("# source: https://"), e["file"]
