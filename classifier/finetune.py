@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -125,10 +124,8 @@ class TunedEmbedder:
     def encode(self, texts: list[str], progress=None) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        t0 = time.perf_counter()
         out = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                 convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
-        self.seconds = getattr(self, "seconds", 0.0) + time.perf_counter() - t0
         if progress:
             progress(len(texts))
         return out
