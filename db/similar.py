@@ -73,19 +73,18 @@ def cosines_by_row(con, lex, vector, model: str, index=None) -> np.ndarray:
     return out
 
 
-_DETAILS = """
+_DETAILS_SELECT = """
     SELECT i.repo, i.number, i.title, i.state, i.html_url, i.closed_at, g.known_fix AS team_fix,
            (SELECT list(l.pr_number ORDER BY l.pr_number) FROM issue_links l
             WHERE l.issue_repo = i.repo AND l.issue_number = i.number) AS fixed_by,
            (SELECT p.known_fixes FROM predictions p WHERE p.repo = i.repo AND p.number = i.number
             ORDER BY p.labeled_at DESC LIMIT 1) AS model_fixes
-    FROM issues i JOIN (SELECT unnest($repos) AS repo, unnest($numbers) AS number) k
-         ON k.repo = i.repo AND k.number = i.number
+    FROM issues i"""
+_GOLD_JOIN = """
     LEFT JOIN gold_labels g ON g.repo = i.repo AND g.number = i.number"""
-
-
-_ALL_DETAILS = _DETAILS.replace("""FROM issues i JOIN (SELECT unnest($repos) AS repo, unnest($numbers) AS number) k
-         ON k.repo = i.repo AND k.number = i.number""", "FROM issues i")
+_DETAILS = _DETAILS_SELECT + """ JOIN (SELECT unnest($repos) AS repo, unnest($numbers) AS number) k
+         ON k.repo = i.repo AND k.number = i.number""" + _GOLD_JOIN
+_ALL_DETAILS = _DETAILS_SELECT + _GOLD_JOIN  # every issue: read once by a long-lived process
 
 
 def details(con, keys: list[tuple[str, int]], index=None, model: str = "") -> dict[tuple[str, int], dict]:

@@ -71,3 +71,36 @@ def test_triage_with_and_without_the_index_lists_the_same_issues(labeled_db):
     for t in traces:
         a, b = held.run(t.read_bytes(), con=con), asked.run(t.read_bytes(), con=con)
         assert len(a.similar) <= 5 and a.similar == b.similar, t.name  # (a floor: may be fewer than 5)
+
+
+def test_a_long_lived_process_gives_the_same_similar_issues_and_sees_writes(labeled_db, tmp_path):
+    """The hybrid similar issues through a NeighbourIndex (its memo of the lexical rows and the shown details)
+    equal those computed afresh; through a writable connection a changed prediction shows at once."""
+    from retriage.db import lexical
+    from retriage.db.similar import similar_issues
+
+    path = tmp_path / "copy.duckdb"
+    shutil.copy(labeled_db.path, path)
+    model = current_model_name()
+    con = connect(str(path))
+    lexical.ensure_all(con)
+    con.close()
+    ro = connect(str(path), read_only=True)
+    ix = NeighbourIndex()
+    (repo, number), = ro.execute(
+        "SELECT repo, number FROM issue_embeddings WHERE model = ? ORDER BY repo, number LIMIT 1", [model]).fetchall()
+    v = issue_vector(ro, repo, number, model)
+    text = "CUDA out of memory while allocating the KV cache"
+    fresh = similar_issues(ro, v, model, text, limit=5, floor=0.0)
+    assert fresh and similar_issues(ro, v, model, text, limit=5, index=ix, floor=0.0) == fresh
+    assert similar_issues(ro, v, model, text, limit=5, index=ix, floor=0.0) == fresh  # from the memo
+    ro.close()
+
+    rw = connect(str(path))
+    first = (fresh[0]["repo"], fresh[0]["number"])
+    assert similar_issues(rw, v, model, text, limit=5, index=ix, floor=0.0) == fresh  # the same connection below
+    rw.execute("DELETE FROM gold_labels WHERE repo = ? AND number = ?", list(first))
+    rw.execute("UPDATE predictions SET known_fixes = ['nccl_debug'] WHERE repo = ? AND number = ?", list(first))
+    again = similar_issues(rw, v, model, text, limit=5, index=ix, floor=0.0)
+    assert (again[0]["repo"], again[0]["number"]) == first and again[0]["known_fix"] == "nccl_debug"
+    assert again[0]["fix_source"] == "model"
