@@ -40,17 +40,15 @@ class NeighbourIndex:
         self._memo: dict = {}
 
     def stable(self, con, model: str) -> bool:
-        """Whether nothing can change under what is held: the vectors are current and the connection is
-        read-only (answers kept by `memo` stay right)."""
-        self._refresh(con, model)
-        return self._read_only
+        """Whether nothing can change under what is held: the vectors were read through this read-only
+        connection for this model (answers kept by `memo` stay right). Runs no query: a question reads the
+        vectors through `all_scores` or `search`, which refresh them."""
+        return (self._read_only and self._con is not None and self._con() is con and self._model == model)
 
     def memo(self, con, model: str, name: str, compute, owner=None):
-        """`compute()` remembered while the vectors held are current and the connection is read-only (nothing
-        can change then); through a writable connection it is computed each time. `owner`: an object the
-        answer belongs to (compared by identity), e.g. the lexical index it maps onto."""
-        self._refresh(con, model)
-        if not self._read_only:
+        """`compute()` remembered while `stable` (nothing can change); otherwise computed each time. `owner`:
+        an object the answer belongs to (compared by identity), e.g. the lexical index it maps onto."""
+        if not self.stable(con, model):
             return compute()
         held = self._memo.get(name)
         if held is not None and held[0] is owner:
