@@ -74,24 +74,30 @@ def cached_baseline(name: str, train: list[Example], test: list[Example], comput
     return remember(f"baseline-{name}", material, compute, lambda x: is_str_list(x, len(test)))
 
 
+def refit_answers(split: Split, tr_emb: list[np.ndarray], te_emb: list[np.ndarray], hyperparameters: dict,
+                  view_of: Callable[[Example], Views]) -> dict:
+    """The model fitted on the split's training side (given its view embeddings) and its class, component and
+    known fixes per test issue. Not remembered: the caller chooses the embeddings."""
+    from retriage.classifier.train import fit_classifier
+
+    tr_v, te_v = [view_of(e) for e in split.train], [view_of(e) for e in split.test]
+    model = fit_classifier(split.train, tr_v, tr_emb, hyperparameters, calibrate=False)
+    preds = model.predict(te_v, te_emb)
+    return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
+            "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(split.test, te_v, preds)]}
+
+
 def model_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
                   step: Callable[[str], None], view_of: Callable[[Example], Views]) -> dict:
     """The model fitted anew on the split's training side: its class, component and known fixes per test issue
     (remembered by a hash of both sides and the settings)."""
-    from retriage.classifier.train import fit_classifier
-
     tr, te = split.train, split.test
 
     def compute() -> dict:
-        tr_v = [view_of(e) for e in tr]
-        te_v = [view_of(e) for e in te]
         step(f"{split.name}: embeddings")
-        tr_emb, te_emb = embed(tr_v), embed(te_v)
+        tr_emb, te_emb = embed([view_of(e) for e in tr]), embed([view_of(e) for e in te])
         step(f"{split.name}: fitting the model on {len(tr)} issues")
-        model = fit_classifier(tr, tr_v, tr_emb, hyperparameters, calibrate=False)
-        preds = model.predict(te_v, te_emb)
-        return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
-                "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(te, te_v, preds)]}
+        return refit_answers(split, tr_emb, te_emb, hyperparameters, view_of)
 
     material = {"train": examples_material(tr), "test": examples_material(te), "settings": hyperparameters}
     return remember(f"refit-{split.name}", material, compute,
