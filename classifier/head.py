@@ -1,7 +1,10 @@
 """A calibrated linear softmax head: fitted with scikit-learn, applied with numpy, stored as plain arrays.
 
 `fit` trains a class-weighted multinomial logistic regression on [dense | sparse TF-IDF] features and then a
-temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. The weights
+temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. With
+`lexical_blend` > 0 it also fits a second logistic regression on the TF-IDF block alone and adds its logits,
+scaled by the blend, to the first's: a sum of two linear maps is one linear map, so the second is folded into
+the TF-IDF weights and the bias, and the head keeps its shape (the embedding weights are the first model's). The weights
 are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them through an .npz file.
 """
 
@@ -33,10 +36,14 @@ def _fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
 class LinearHead:
     """Hyperparameters in the constructor, `fit` returns the head, learned attributes end in an underscore
     (scikit-learn's shape); `sparse_weight` scales the TF-IDF block against the dense block (folded into the
-    weights, so prediction takes unscaled TF-IDF rows); `calibrate=False` skips the temperature (T = 1)."""
+    weights, so prediction takes unscaled TF-IDF rows); `lexical_C` and `lexical_blend` are the regularisation
+    strength and the weight of the TF-IDF-only model (blend 0: none); `calibrate=False` skips the temperature
+    (T = 1)."""
 
-    def __init__(self, C: float = 8.0, sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0):
+    def __init__(self, C: float = 8.0, sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0,
+                 lexical_C: float = 10.0, lexical_blend: float = 0.0):
         self.C, self.sparse_weight, self.calibrate, self.seed = C, sparse_weight, calibrate, seed
+        self.lexical_C, self.lexical_blend = lexical_C, lexical_blend
 
     def fit(self, dense: np.ndarray, sparse, y: list[str], classes: list[str]) -> "LinearHead":
         """Fit on [dense | sparse] features; `classes` orders the labels (those absent from `y` are dropped)."""
@@ -47,24 +54,37 @@ class LinearHead:
         present = [c for c in classes if c in set(y)]
         yi = np.array([present.index(v) for v in y])
         X = hstack([csr_matrix(dense), sparse * self.sparse_weight]).tocsr()
+        S = csr_matrix(sparse)
+        Xu = hstack([csr_matrix(dense), S]).tocsr()  # unscaled TF-IDF: the folded weights apply to it
+        nd = dense.shape[1]
 
-        def model():
-            return LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=self.seed)
+        def folded(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """(weights over [dense | unscaled TF-IDF], bias, the classes they score) fitted on `rows`, the
+            TF-IDF-only model (fitted on the same rows, so on the same classes) folded in."""
+            m = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=self.seed)
+            m.fit(X[rows], yi[rows])
+            coef, bias = m.coef_.T.copy(), m.intercept_.copy()
+            coef[nd:] *= self.sparse_weight
+            if self.lexical_blend > 0:
+                lex = LogisticRegression(C=self.lexical_C, class_weight="balanced", max_iter=2000,
+                                         random_state=self.seed).fit(S[rows], yi[rows])
+                coef[nd:] += self.lexical_blend * lex.coef_.T
+                bias += self.lexical_blend * lex.intercept_
+            return coef, bias, m.classes_
 
         temperature = 1.0
         if self.calibrate:  # out-of-fold logits for the temperature
             oof = np.zeros((len(y), len(present)))
             n_splits = max(2, min(5, int(np.bincount(yi).min())))
             for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.seed).split(X, yi):
-                m = model().fit(X[tr], yi[tr])
-                oof[np.ix_(te, m.classes_)] = m.decision_function(X[te])
+                coef, bias, seen = folded(tr)
+                oof[np.ix_(te, seen)] = Xu[te] @ coef + bias
             temperature = _fit_temperature(oof, yi)
-        m = model().fit(X, yi)
-        coef = m.coef_.T.astype(np.float32)  # (n_features, k)
-        nd = dense.shape[1]
+        coef, bias, _ = folded(np.arange(len(y)))
+        coef = coef.astype(np.float32)  # (n_features, k)
         self.classes_ = present
-        self.w_dense_, self.w_sparse_ = coef[:nd], coef[nd:] * np.float32(self.sparse_weight)
-        self.bias_, self.temperature_ = m.intercept_.astype(np.float32), temperature
+        self.w_dense_, self.w_sparse_ = coef[:nd], coef[nd:]
+        self.bias_, self.temperature_ = bias.astype(np.float32), temperature
         return self
 
     def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> np.ndarray:

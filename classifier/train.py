@@ -31,6 +31,8 @@ from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_i
 
 C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
+# (regularisation strength, weight) of the TF-IDF-only model added to each head's logits; (0, 0): none
+LEXICAL_BLENDS = ((0.0, 0.0), (3.0, 0.3), (3.0, 0.6), (10.0, 0.3), (10.0, 0.6))
 MIN_COVERAGE = 0.85
 FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 
@@ -88,6 +90,49 @@ def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple
     return best
 
 
+def _search_blend(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold, c: float, sw: float
+                  ) -> tuple[float, float]:
+    """(lexical C, blend) of the best uncalibrated head on dev, with the head's own C and TF-IDF weight fixed."""
+    best = (-1.0, 0.0, 0.0)
+    for lex_c, blend in LEXICAL_BLENDS:
+        head = LinearHead(C=c, sparse_weight=sw, calibrate=False, lexical_C=lex_c or 1.0, lexical_blend=blend)
+        z = head.fit(dense_tr, sparse_tr, y, classes).logits(dense_dv, sparse_dv)
+        f = score(gold, [head.classes_[i] for i in z.argmax(1)], head.classes_).macro_f1
+        if f > best[0] + 1e-9:
+            best = (f, lex_c, blend)
+    return best[1], best[2]
+
+
+def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example], dev_views: list[Views]
+                ) -> tuple[float, float]:
+    """(C, sparse weight) of the fix head with the best F1 of the known fixes on dev (the rules' tags and the
+    head's best tag together, as `retriage` shows them), rounded to two places; ties go to the better recall,
+    since a missing fix is what the known-fix recall counts."""
+
+    rules = [x.fixes(e.engine) for e, x in zip(dev, dev_views)]
+    want = [{e.known_fix} - {"none"} for e in dev]
+    best = ((-1.0, -1.0), 0.0, 0.0)
+    for sw in SPARSE_WEIGHTS:
+        for c in C_GRID:
+            head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, fix_tag_ids())
+            tags = [head.classes_[i] for i in head.logits(dense_dv, sparse_dv).argmax(1)]
+            tp = fp = fn = 0
+            for r, w, t in zip(rules, want, tags):
+                got = set(r) | ({t} - {"none"})
+                tp, fp, fn = tp + len(got & w), fp + len(got - w), fn + len(w - got)
+            key = (round(2 * tp / max(2 * tp + fp + fn, 1), 2), tp / max(tp + fn, 1))
+            if key > best[0]:
+                best = (key, c, sw)
+    return best[1], best[2]
+
+
+def head_for(h: dict, calibrate: bool = True) -> LinearHead:
+    """An unfitted head with the hyperparameters `h` ({"C", "sparse_weight"}, optionally "lexical_C" and
+    "lexical_blend": models trained before the blend have none)."""
+    return LinearHead(C=h["C"], sparse_weight=h["sparse_weight"], calibrate=calibrate,
+                      lexical_C=h.get("lexical_C") or 1.0, lexical_blend=h.get("lexical_blend", 0.0))
+
+
 def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.ndarray], hyperparameters: dict,
                    calibrate: bool = True, features=None) -> IssueClassifier:
     """Both heads fitted on labeled issues with the given hyperparameters ({target: {"C", "sparse_weight"}});
@@ -101,8 +146,7 @@ def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.
                             ("known_fix", fix_tag_ids())):
         h = hyperparameters.get(target)
         if h is not None:
-            heads[target] = LinearHead(C=h["C"], sparse_weight=h["sparse_weight"], calibrate=calibrate).fit(
-                dense, sparse, [getattr(e, target) for e in examples], classes)
+            heads[target] = head_for(h, calibrate).fit(dense, sparse, [getattr(e, target) for e in examples], classes)
     return IssueClassifier(tfidf, heads["re_class"], heads["component"], threshold=0.0,
                            fix_head=heads.get("known_fix"),
                            fix_threshold=hyperparameters.get("known_fix", {}).get("threshold", FIX_THRESHOLD))
@@ -182,16 +226,16 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     dense_tr = dense_features(tr_emb, tr_v)
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
     sparse_dv = [tfidf.transform_one(x.lexical) for x in dv_v]
-    y_re = [e.re_class for e in tr]
-    y_comp = [e.component for e in tr]
 
-    # regularisation strength and TF-IDF weight per head, chosen on dev
+    # regularisation strength and TF-IDF weight per head, then the TF-IDF-only model's blend, chosen on dev
+    # (the fix head: by the known fixes it shows with the rules)
     chosen = {}
-    for target, y, classes in (("re_class", y_re, re_class_ids()), ("component", y_comp, component_ids())):
-        _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, [getattr(e, target) for e in dv])
-        chosen[target] = {"C": c, "sparse_weight": sw}
-    _, c, sw = _search(dense_tr, sparse_tr, [e.known_fix for e in tr], fix_tag_ids(), dense_dv, sparse_dv,
-                       [e.known_fix for e in dv])
+    for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
+        y, gold = [getattr(e, target) for e in tr], [getattr(e, target) for e in dv]
+        _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold)
+        lex_c, blend = _search_blend(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold, c, sw)
+        chosen[target] = {"C": c, "sparse_weight": sw, "lexical_C": lex_c, "lexical_blend": blend}
+    c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
     chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     model = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
     model.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(model, dv, dv_v, dv_emb)

@@ -104,10 +104,41 @@ def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path)
     assert head.temperature_ > 0 and set(head.classes_) <= set(component_ids())
 
 
+def test_blended_head_is_the_sum_of_its_two_models(gold):
+    """The TF-IDF-only model folded into the head gives exactly the logits of the two models fitted apart
+    (the first on [dense | weighted TF-IDF], the second on TF-IDF alone), the second scaled by the blend."""
+    from scipy.sparse import csr_matrix, hstack
+    from sklearn.linear_model import LogisticRegression
+
+    train, dev = split(gold)
+    train, dev = shortest([e for e in train if e.source == "corpus"], 300), shortest(dev, 40)
+    vt, vd = [views(e.title, e.body) for e in train], [views(e.title, e.body) for e in dev]
+    tfidf = Tfidf().fit([x.lexical for x in vt])
+    dense_t, dense_d = (np.array([keyword_vector(x.lexical) for x in v], dtype=np.float32) for v in (vt, vd))
+    sparse_t, sparse_d = tfidf.transform([x.lexical for x in vt]), tfidf.transform([x.lexical for x in vd])
+    y = [e.component for e in train]
+    head = LinearHead(C=2.0, sparse_weight=2.0, calibrate=False, lexical_C=3.0, lexical_blend=0.6).fit(
+        dense_t, sparse_t, y, component_ids())
+    plain = LinearHead(C=2.0, sparse_weight=2.0, calibrate=False).fit(dense_t, sparse_t, y, component_ids())
+    yi = [head.classes_.index(v) for v in y]
+    first = LogisticRegression(C=2.0, class_weight="balanced", max_iter=2000, random_state=0).fit(
+        hstack([csr_matrix(dense_t), sparse_t * 2.0]).tocsr(), yi)
+    second = LogisticRegression(C=3.0, class_weight="balanced", max_iter=2000, random_state=0).fit(sparse_t, yi)
+    want = first.decision_function(hstack([csr_matrix(dense_d), sparse_d * 2.0]).tocsr()) \
+        + 0.6 * second.decision_function(sparse_d)
+    rows = [tfidf.transform_one(x.lexical) for x in vd]
+    got = head.logits(dense_d, rows)
+    assert np.allclose(got, want, atol=1e-3)
+    assert np.allclose(plain.logits(dense_d, rows), first.decision_function(
+        hstack([csr_matrix(dense_d), sparse_d * 2.0]).tocsr()), atol=1e-3)
+    assert not np.allclose(got, plain.logits(dense_d, rows), atol=1e-2)  # the blend changes the answer
+
+
 # ---- IssueClassifier: persistence and version ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sample(gold, minilm):
     """Six short real labeled issues, their views and numpy-MiniLM embeddings."""
+
     items = shortest([e for e in gold if e.source == "corpus"], 3) + shortest([e for e in gold if e.re_class != "none"], 3)
     v = [views(e.title, e.body) for e in items]
     return items, v, embed(minilm, v)
