@@ -27,7 +27,7 @@ from retriage.classifier.head import LinearHead
 from retriage.classifier.model import IssueClassifier
 from retriage.core.errors import UserError
 from retriage.core.paths import models_dir
-from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
+from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_for_engine, fix_tag_ids, re_class_ids
 
 C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
@@ -111,14 +111,15 @@ def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example],
 
     rules = [x.fixes(e.engine) for e, x in zip(dev, dev_views)]
     want = [{e.known_fix} - {"none"} for e in dev]
+    engines = [e.engine for e in dev]
     best = ((-1.0, -1.0), 0.0, 0.0)
     for sw in SPARSE_WEIGHTS:
         for c in C_GRID:
             head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, fix_tag_ids())
             tags = [head.classes_[i] for i in head.logits(dense_dv, sparse_dv).argmax(1)]
             tp = fp = fn = 0
-            for r, w, t in zip(rules, want, tags):
-                got = set(r) | ({t} - {"none"})
+            for r, w, t, engine in zip(rules, want, tags, engines):
+                got = set(r) | ({fix_tag_for_engine(t, engine)} - {"none"})
                 tp, fp, fn = tp + len(got & w), fp + len(got - w), fn + len(w - got)
             key = (round(2 * tp / max(2 * tp + fp + fn, 1), 2), tp / max(tp + fn, 1))
             if key > best[0]:

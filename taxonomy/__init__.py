@@ -49,6 +49,18 @@ def fix_tags() -> list[Term]:
     return [Term(d["id"], d["definition"]) for d in _load("taxonomy.toml")["fix_tag"]]
 
 
+def fix_tag_for_engine(tag: str, engine: str | None) -> str:
+    """The fix tag as it applies to an issue of `engine`: a tag meant for other engines (its `engines` in
+    taxonomy.toml) becomes its `otherwise` (device memory exhausted is `llamacpp_offload` on llama.cpp and
+    `oom_four_step` elsewhere); unchanged when the engine is unknown or the tag names no engines."""
+    for d in _load("taxonomy.toml")["fix_tag"]:
+        if d["id"] == tag:
+            if engine is not None and d.get("engines") and engine not in d["engines"] and d.get("otherwise"):
+                return d["otherwise"]
+            return tag
+    return tag
+
+
 def re_class_ids() -> list[str]:
     return [t.id for t in re_classes()]
 

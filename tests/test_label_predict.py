@@ -261,3 +261,20 @@ def test_eval_bad_gold_file_is_one_line(tmp_path):
     path = tmp_path / "gold.jsonl"
     path.write_text('{"repo": "vllm-project/vllm", "number": 1, "re_class": "RE.9", "component": "other"}\n')
     one_line_error(run_cli("eval", "--gold", str(path), db=tmp_path / "x.duckdb"))
+
+
+def test_the_fix_heads_memory_tag_is_the_engines_own():
+    """The fix head reads no engine; its memory-exhausted tag is shown as the issue's engine's own fix, after
+    the rules' tags, and a rule's tag is not repeated."""
+    from retriage.classifier.features import views
+    from retriage.classifier.model import Prediction
+    from retriage.classifier.predict import fixes_for
+
+    plain = views("Crash after loading", "The server stops while the model loads; nothing is printed.")
+    pred = Prediction("RE.1", 0.9, "model_loader", 0.8, False, known_fix="oom_four_step", known_fix_confidence=0.7)
+    assert fixes_for(plain, "llama.cpp", pred) == ["llamacpp_offload"]
+    assert fixes_for(plain, "vllm", pred) == ["oom_four_step"]
+    assert fixes_for(plain, "llama.cpp", Prediction("RE.1", 0.9, "model_loader", 0.8, False)) == []
+    oom = views("OOM", "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+                       "cudaMalloc failed: out of memory")
+    assert fixes_for(oom, "llama.cpp", pred) == ["llamacpp_offload"]

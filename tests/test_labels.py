@@ -75,3 +75,23 @@ def test_settled_values_are_the_labels_in_use():
     for study, suffix in STUDIES.items():
         for x in read_labels(HERE / "agreement" / f"adjudication{suffix}.jsonl", ADJUDICATION_KEYS):
             assert labels[(canonical_repo(x["repo"]), x["number"])][x["field"]] == x["settled"], (study, x)
+
+
+def test_engine_bound_fix_tags_are_used_only_for_their_engines():
+    """taxonomy.toml says which engines a fix tag is for (device memory exhausted is `llamacpp_offload` on
+    llama.cpp, `oom_four_step` elsewhere); the labels keep to it, and the fix head's tag is turned into the
+    issue's engine's own."""
+    from retriage.taxonomy import _load, engine_for_repo, fix_tag_for_engine
+
+    bound = {d["id"]: d for d in _load("taxonomy.toml")["fix_tag"] if d.get("engines")}
+    assert {"oom_four_step", "llamacpp_offload"} <= set(bound)
+    for d in bound.values():
+        assert d["otherwise"] in fix_tag_ids() and d["otherwise"] != d["id"]
+    off = [f"{name}:{i}" for name, i, r in RECORDS if r.get("known_fix") in bound
+           and engine_for_repo(r["repo"]).id not in bound[r["known_fix"]]["engines"]]
+    assert not off, off[:10]
+    assert fix_tag_for_engine("oom_four_step", "llama.cpp") == "llamacpp_offload"
+    assert fix_tag_for_engine("llamacpp_offload", "trtllm") == "oom_four_step"
+    assert fix_tag_for_engine("oom_four_step", "vllm") == "oom_four_step"
+    assert fix_tag_for_engine("oom_four_step", None) == "oom_four_step"
+    assert fix_tag_for_engine("nccl_debug", "llama.cpp") == "nccl_debug"

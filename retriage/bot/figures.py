@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retriage.bot.config import BotConfig, load_config
+from retriage.taxonomy import fix_tag_for_engine
 
 
 @dataclass
@@ -65,7 +66,8 @@ def dev_figures(class_t, component_t, fix_t, similar_t, cfg: BotConfig | None = 
              for t in component_t}
     rules = count(((e, x.fixes(e.engine)[0]) for e, x, _ in pairs if x.fixes(e.engine)), lambda q: q[0].known_fix == q[1])
     heads = {t: count((q for q in pairs if not q[1].fixes(q[0].engine) and q[2].known_fix != "none"
-                       and q[2].known_fix_confidence >= t), lambda q: q[0].known_fix == q[2].known_fix)
+                       and q[2].known_fix_confidence >= t),
+                      lambda q: q[0].known_fix == fix_tag_for_engine(q[2].known_fix, q[0].engine))
              for t in fix_t}
     temb = _unit(embed([views(e.title, e.body) for e in train])[0])
     sims = _unit(demb[0]) @ temb.T

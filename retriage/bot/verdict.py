@@ -21,7 +21,7 @@ from retriage.core.errors import UserError
 from retriage.core.refs import format_ref
 from retriage.core.rules import applies_to, default_rules
 from retriage.db import queries
-from retriage.taxonomy import engine_for_repo
+from retriage.taxonomy import engine_for_repo, fix_tag_for_engine
 from retriage.triage.classify import MAX_FIXES, TriageResult
 from retriage.triage.fixtext import fix as fix_entry
 
@@ -114,7 +114,7 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
         model_version=model.version)
     head = None
     if not matches and pred.known_fix != "none":
-        head = _head_fix(pred.known_fix, engine)
+        head = _head_fix(fix_tag_for_engine(pred.known_fix, engine), engine)
     return Verdict(result, format_ref(repo, number), issue["title"], list(issue["labels"] or []), head,
                    pred.known_fix_confidence if head else 0.0)
 
