@@ -32,7 +32,7 @@ from retriage.classifier.features import VIEW_FIELDS
 from retriage.classifier.model import IssueClassifier
 from retriage.db import writes
 from retriage.db.store import transaction
-from retriage.taxonomy import engine_for_repo, fix_tag_for_engine
+from retriage.taxonomy import engine_for_repo
 
 TASK = 64  # issues per task handed to a worker
 ESTIMATE = "static-estimate:"  # prefix of the text hashed for an estimated vector
@@ -248,7 +248,7 @@ def _store_full(con, model: IssueClassifier, group: list[tuple[Reading, int]], v
         repo, number = r.keys[i]
         fixes = list(r.rule_fixes[i])
         engine = engine_for_repo(repo)
-        tag = fix_tag_for_engine(p.known_fix, engine.id if engine else None)
+        tag, _ = p.fix_for(engine.id if engine else None)
         if tag != "none" and tag not in fixes:
             fixes.append(tag)
         rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,

@@ -20,6 +20,7 @@ from retriage.classifier.embed import DIM
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features
 from retriage.classifier.head import LinearHead, softmax
 from retriage.core.errors import UserError
+from retriage.taxonomy import fix_tag_for_engine
 
 WEIGHTS = "weights.npz"
 VOCAB = "vocab.txt"
@@ -39,9 +40,36 @@ class Prediction:
     component_probs: dict = field(default_factory=dict)
     known_fix: str = "none"  # the fix head's tag when it is confident enough, else "none"
     known_fix_confidence: float = 0.0
+    fix_probs: dict = field(default_factory=dict)  # the fix head's probability per tag (empty: no fix head)
+    fix_threshold: float = 0.0  # the model's confidence threshold for the fix head's tag
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def fix_for(self, engine: str | None) -> tuple[str, float]:
+        """The fix head's tag for an issue of `engine`, and its confidence: each engine-bound tag's probability
+        goes to the tag it is on this engine (taxonomy.fix_tag_for_engine: device memory exhausted is one
+        phenomenon, `llamacpp_offload` on llama.cpp and `oom_four_step` elsewhere), then the best tag stands if
+        it is not "none" and reaches the threshold; ("none", 0.0) otherwise."""
+        if not self.fix_probs:  # made without the head's probabilities: its tag, in the engine's terms
+            if self.known_fix == "none":
+                return "none", 0.0
+            return fix_tag_for_engine(self.known_fix, engine), self.known_fix_confidence
+        best, p = engine_fix(self.fix_probs, engine)
+        if best == "none" or p < self.fix_threshold:
+            return "none", 0.0
+        return best, round(p, 4)
+
+
+def engine_fix(fix_probs: dict, engine: str | None) -> tuple[str, float]:
+    """The best fix tag for an issue of `engine` and its probability, each engine-bound tag's probability given
+    to the tag it is on this engine (ties go to "none")."""
+    pooled: dict[str, float] = {}
+    for tag, p in fix_probs.items():
+        key = fix_tag_for_engine(tag, engine)
+        pooled[key] = pooled.get(key, 0.0) + p
+    best = max(pooled, key=lambda t: (pooled[t], t == "none"))
+    return best, pooled[best]
 
 
 class IssueClassifier:
@@ -93,6 +121,8 @@ class IssueClassifier:
         """Set each prediction's known-fix tag from the fix head's logits, where it is confident enough."""
         p = softmax(z_fix / self.fix_head.temperature_)
         for pred, row in zip(preds, p):
+            pred.fix_probs = {t: float(x) for t, x in zip(self.fix_head.classes_, row)}
+            pred.fix_threshold = self.fix_threshold
             best = int(row.argmax())
             tag = self.fix_head.classes_[best]
             if tag != "none" and row[best] >= self.fix_threshold:

@@ -18,20 +18,13 @@ from retriage.classifier.embed import Embedder
 from retriage.classifier.embedding_cache import embed_views
 from retriage.core.output import is_stdout, output_target, write_jsonl_atomic
 from retriage.db.importer import read_rows
-from retriage.taxonomy import engine_for_repo, fix_tag_for_engine
-
-
-def head_fix(prediction: Prediction | None, engine: str | None) -> str:
-    """The fix head's tag as it applies to an issue of `engine` (taxonomy.fix_tag_for_engine), or "none"."""
-    if prediction is None or prediction.known_fix == "none":
-        return "none"
-    return fix_tag_for_engine(prediction.known_fix, engine)
+from retriage.taxonomy import engine_for_repo
 
 
 def fixes_for(doc: Views, engine: str | None, prediction: Prediction | None) -> list[str]:
     """Known-fix tags of an issue: the matching rules' (in priority order), then the fix head's tag."""
     tags = doc.fixes(engine)
-    tag = head_fix(prediction, engine)
+    tag = prediction.fix_for(engine)[0] if prediction is not None else "none"
     if tag != "none" and tag not in tags:
         tags.append(tag)
     return tags

@@ -23,11 +23,11 @@ from retriage.classifier.embed import DIM
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
-from retriage.classifier.head import LinearHead
-from retriage.classifier.model import IssueClassifier
+from retriage.classifier.head import LinearHead, softmax
+from retriage.classifier.model import IssueClassifier, engine_fix
 from retriage.core.errors import UserError
 from retriage.core.paths import models_dir
-from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_for_engine, fix_tag_ids, re_class_ids
+from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
 
 C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
@@ -116,10 +116,11 @@ def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example],
     for sw in SPARSE_WEIGHTS:
         for c in C_GRID:
             head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, fix_tag_ids())
-            tags = [head.classes_[i] for i in head.logits(dense_dv, sparse_dv).argmax(1)]
+            probs = softmax(head.logits(dense_dv, sparse_dv))
             tp = fp = fn = 0
-            for r, w, t, engine in zip(rules, want, tags, engines):
-                got = set(r) | ({fix_tag_for_engine(t, engine)} - {"none"})
+            for r, w, row, engine in zip(rules, want, probs, engines):
+                t, _ = engine_fix(dict(zip(head.classes_, row)), engine)
+                got = set(r) | ({t} - {"none"})
                 tp, fp, fn = tp + len(got & w), fp + len(got - w), fn + len(w - got)
             key = (round(2 * tp / max(2 * tp + fp + fn, 1), 2), tp / max(tp + fn, 1))
             if key > best[0]:
@@ -158,13 +159,13 @@ def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Vie
     over the dev issues whose label names one or whose prediction does."""
     from retriage.classifier.predict import fixes_for
 
-    model.fix_threshold = 0.0  # once: every prediction carries the head's best tag and its confidence
-    preds = model.predict(v, emb)
+    preds = model.predict(v, emb)  # every prediction carries the head's probabilities
     best_t, best_f = FIX_THRESHOLD, -1.0
     for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         tp = fp = fn = 0
         for e, x, p in zip(dev, v, preds):
-            got = set(fixes_for(x, e.engine, p if p.known_fix_confidence >= t else None))
+            p.fix_threshold = t
+            got = set(fixes_for(x, e.engine, p))
             want = {e.known_fix} - {"none"}
             tp += len(got & want)
             fp += len(got - want)

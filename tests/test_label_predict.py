@@ -278,3 +278,18 @@ def test_the_fix_heads_memory_tag_is_the_engines_own():
     oom = views("OOM", "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
                        "cudaMalloc failed: out of memory")
     assert fixes_for(oom, "llama.cpp", pred) == ["llamacpp_offload"]
+
+
+def test_the_memory_tags_probabilities_are_pooled_on_the_issues_engine():
+    """Device memory exhausted is one phenomenon with an engine's own tag: the fix head's probabilities of the
+    two tags add up for the issue's engine, and that sum decides (here above "none", which neither tag beats
+    alone); without an engine nothing is pooled."""
+    from retriage.classifier.model import Prediction
+
+    pred = Prediction("RE.1", 0.9, "model_loader", 0.8, False, known_fix="none", fix_threshold=0.3,
+                      fix_probs={"none": 0.4, "oom_four_step": 0.35, "llamacpp_offload": 0.25})
+    assert pred.fix_for("llama.cpp") == ("llamacpp_offload", 0.6)
+    assert pred.fix_for("trtllm") == ("oom_four_step", 0.6)
+    assert pred.fix_for(None) == ("none", 0.0)
+    pred.fix_threshold = 0.7
+    assert pred.fix_for("llama.cpp") == ("none", 0.0)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from retriage.bot.config import BotConfig, load_config
-from retriage.taxonomy import fix_tag_for_engine
 
 
 @dataclass
@@ -65,9 +64,8 @@ def dev_figures(class_t, component_t, fix_t, similar_t, cfg: BotConfig | None = 
     comps = {t: count((q for q in stated if q[2].component_confidence >= t), lambda q: q[0].component == q[2].component)
              for t in component_t}
     rules = count(((e, x.fixes(e.engine)[0]) for e, x, _ in pairs if x.fixes(e.engine)), lambda q: q[0].known_fix == q[1])
-    heads = {t: count((q for q in pairs if not q[1].fixes(q[0].engine) and q[2].known_fix != "none"
-                       and q[2].known_fix_confidence >= t),
-                      lambda q: q[0].known_fix == fix_tag_for_engine(q[2].known_fix, q[0].engine))
+    said = [(e, *p.fix_for(e.engine)) for e, x, p in pairs if not x.fixes(e.engine)]  # (issue, tag, confidence)
+    heads = {t: count((q for q in said if q[1] != "none" and q[2] >= t), lambda q: q[0].known_fix == q[1])
              for t in fix_t}
     temb = _unit(embed([views(e.title, e.body) for e in train])[0])
     sims = _unit(demb[0]) @ temb.T

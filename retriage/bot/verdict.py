@@ -21,7 +21,7 @@ from retriage.core.errors import UserError
 from retriage.core.refs import format_ref
 from retriage.core.rules import applies_to, default_rules
 from retriage.db import queries
-from retriage.taxonomy import engine_for_repo, fix_tag_for_engine
+from retriage.taxonomy import engine_for_repo
 from retriage.triage.classify import MAX_FIXES, TriageResult
 from retriage.triage.fixtext import fix as fix_entry
 
@@ -112,11 +112,11 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
         fixes=[fix_entry(m, engine) for m in matches[:MAX_FIXES]], evidence=evidence,
         similar=enrich_similar(con, similar, model.version), disagreement=disagreement,
         model_version=model.version)
-    head = None
-    if not matches and pred.known_fix != "none":
-        head = _head_fix(fix_tag_for_engine(pred.known_fix, engine), engine)
+    head, tag, confidence = None, *pred.fix_for(engine)
+    if not matches and tag != "none":
+        head = _head_fix(tag, engine)
     return Verdict(result, format_ref(repo, number), issue["title"], list(issue["labels"] or []), head,
-                   pred.known_fix_confidence if head else 0.0)
+                   confidence if head else 0.0)
 
 
 def log_verdict(result: TriageResult, con: duckdb.DuckDBPyConnection | None = None) -> Verdict:
