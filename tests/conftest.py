@@ -164,12 +164,31 @@ def _corpus_records(per_repo: int, max_body: int) -> list[dict]:
     return out
 
 
+
+def _shortest_unsure(n: int):
+    """The `n` shortest team-labeled corpus issues whose class the shipped model gives below its abstain threshold
+    by a margin (0.05: more than the numpy port and sentence-transformers ever differ), read with the package's
+    shipped vectors (nothing is embedded)."""
+    from retriage.classifier.dataset import load_gold
+    from retriage.classifier.evaluation import cached_embedder
+    from retriage.classifier.features import views
+    from retriage.classifier.model import IssueClassifier
+
+    model = IssueClassifier.load()
+    gold = sorted((e for e in load_gold() if e.source == "corpus" and len(e.body) <= 1500),
+                  key=lambda e: (len(e.body), e.repo, e.number))
+    v = [views(e.title, e.body) for e in gold]
+    preds = model.predict(v, cached_embedder(None)(v))
+    return [e for e, p in zip(gold, preds) if p.re_confidence < model.threshold - 0.05][:n]
+
 @pytest.fixture(scope="session")
 def labeled_db(tmp_path_factory):
     """A DuckDB holding a slice of real corpus issues, labeled by `retriage label --exact` (sentence-transformers).
 
-    The slice: 35 short issues per engine, the six shortest issues the team labeled with a known fix, and one
-    real issue re-shaped as a GitHub API pull request (the corpus holds none) that must stay unlabeled."""
+    The slice: 35 short issues per engine, the six shortest issues the team labeled with a known fix, the three
+    shortest the shipped model abstains on (short issues rarely leave it unsure, and the predict contract needs
+    some), and one real issue re-shaped as a GitHub API pull request (the corpus holds none) that must stay
+    unlabeled."""
     from retriage.classifier.dataset import load_gold, snapshot_index
     from retriage.taxonomy import canonical_repo
 
@@ -179,7 +198,7 @@ def labeled_db(tmp_path_factory):
     snap = snapshot_index()
     team = sorted((e for e in load_gold() if e.source == "corpus" and e.known_fix != "none"),
                   key=lambda e: (len(e.body), e.repo, e.number))[:6]
-    for e in team:
+    for e in team + _shortest_unsure(3):
         if (e.repo, e.number) not in keys and (e.repo, e.number) in snap:
             records.append(snap[(e.repo, e.number)])
             keys.add((e.repo, e.number))
