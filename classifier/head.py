@@ -4,8 +4,8 @@
 temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. With
 `lexical_blend` > 0 it also fits a second logistic regression on the TF-IDF block alone and adds its logits,
 scaled by the blend, to the first's: a sum of two linear maps is one linear map, so the second is folded into
-the TF-IDF weights and the bias, and the head keeps its shape (the embedding weights are the first model's). The weights
-are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them through an .npz file.
+the TF-IDF weights and the bias, and the head keeps its shape (the embedding weights are the first model's).
+The weights are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them through an .npz file.
 """
 
 from __future__ import annotations
@@ -54,34 +54,37 @@ class LinearHead:
         present = [c for c in classes if c in set(y)]
         yi = np.array([present.index(v) for v in y])
         X = hstack([csr_matrix(dense), sparse * self.sparse_weight]).tocsr()
-        S = csr_matrix(sparse)
-        Xu = hstack([csr_matrix(dense), S]).tocsr()  # unscaled TF-IDF: the folded weights apply to it
         nd = dense.shape[1]
 
-        def folded(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            """(weights over [dense | unscaled TF-IDF], bias, the classes they score) fitted on `rows`, the
-            TF-IDF-only model (fitted on the same rows, so on the same classes) folded in."""
+        def fitted(rows) -> tuple:
+            """The model on [dense | weighted TF-IDF] and, with a blend, the TF-IDF-only model, fitted on `rows`
+            (so both on the same classes)."""
             m = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=self.seed)
             m.fit(X[rows], yi[rows])
-            coef, bias = m.coef_.T.copy(), m.intercept_.copy()
-            coef[nd:] *= self.sparse_weight
-            if self.lexical_blend > 0:
-                lex = LogisticRegression(C=self.lexical_C, class_weight="balanced", max_iter=2000,
-                                         random_state=self.seed).fit(S[rows], yi[rows])
-                coef[nd:] += self.lexical_blend * lex.coef_.T
-                bias += self.lexical_blend * lex.intercept_
-            return coef, bias, m.classes_
+            if self.lexical_blend <= 0:
+                return m, None
+            lex = LogisticRegression(C=self.lexical_C, class_weight="balanced", max_iter=2000,
+                                     random_state=self.seed).fit(sparse[rows], yi[rows])
+            return m, lex
 
         temperature = 1.0
         if self.calibrate:  # out-of-fold logits for the temperature
             oof = np.zeros((len(y), len(present)))
             n_splits = max(2, min(5, int(np.bincount(yi).min())))
             for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.seed).split(X, yi):
-                coef, bias, seen = folded(tr)
-                oof[np.ix_(te, seen)] = Xu[te] @ coef + bias
+                m, lex = fitted(tr)
+                z = m.decision_function(X[te])
+                if lex is not None:
+                    z = z + self.lexical_blend * lex.decision_function(sparse[te])
+                oof[np.ix_(te, m.classes_)] = z
             temperature = _fit_temperature(oof, yi)
-        coef, bias, _ = folded(np.arange(len(y)))
-        coef = coef.astype(np.float32)  # (n_features, k)
+        m, lex = fitted(np.arange(len(y)))
+        coef, bias = m.coef_.T.copy(), m.intercept_.copy()  # (n_features, k)
+        coef[nd:] *= self.sparse_weight  # so that prediction takes unweighted TF-IDF rows
+        if lex is not None:  # the sum of the two linear maps, folded into one
+            coef[nd:] += self.lexical_blend * lex.coef_.T
+            bias += self.lexical_blend * lex.intercept_
+        coef = coef.astype(np.float32)
         self.classes_ = present
         self.w_dense_, self.w_sparse_ = coef[:nd], coef[nd:]
         self.bias_, self.temperature_ = bias.astype(np.float32), temperature

@@ -92,15 +92,29 @@ def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple
 
 def _search_blend(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold, c: float, sw: float
                   ) -> tuple[float, float]:
-    """(lexical C, blend) of the best uncalibrated head on dev, with the head's own C and TF-IDF weight fixed."""
+    """(lexical C, blend) of the best uncalibrated head on dev, with the head's own C and TF-IDF weight fixed.
+    The blended head's logits are the head's plus the blend times the TF-IDF-only model's (classifier/head.py),
+    so each model is fitted once here and the blends are sums of their logits."""
+    head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, classes)
+    z_head = head.logits(dense_dv, sparse_dv)
+    no_dense_tr, no_dense_dv = np.zeros((dense_tr.shape[0], 0), np.float32), np.zeros((len(sparse_dv), 0), np.float32)
+    z_lex = {lex_c: LinearHead(C=lex_c, calibrate=False).fit(no_dense_tr, sparse_tr, y, classes).logits(
+        no_dense_dv, sparse_dv) for lex_c in {lc for lc, blend in LEXICAL_BLENDS if blend > 0}}
     best = (-1.0, 0.0, 0.0)
     for lex_c, blend in LEXICAL_BLENDS:
-        head = LinearHead(C=c, sparse_weight=sw, calibrate=False, lexical_C=lex_c or 1.0, lexical_blend=blend)
-        z = head.fit(dense_tr, sparse_tr, y, classes).logits(dense_dv, sparse_dv)
+        z = z_head + blend * z_lex[lex_c] if blend > 0 else z_head
         f = score(gold, [head.classes_[i] for i in z.argmax(1)], head.classes_).macro_f1
         if f > best[0] + 1e-9:
             best = (f, lex_c, blend)
     return best[1], best[2]
+
+
+def _fix_counts(want: list[set], got: list[set]) -> tuple[float, float]:
+    """(F1, recall) of the known-fix tags shown (`got`) against the labels' (`want`), per issue."""
+    tp = sum(len(g & w) for g, w in zip(got, want))
+    fp = sum(len(g - w) for g, w in zip(got, want))
+    fn = sum(len(w - g) for g, w in zip(got, want))
+    return 2 * tp / max(2 * tp + fp + fn, 1), tp / max(tp + fn, 1)
 
 
 def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example], dev_views: list[Views]
@@ -108,7 +122,6 @@ def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example],
     """(C, sparse weight) of the fix head with the best F1 of the known fixes on dev (the rules' tags and the
     head's best tag together, as `retriage` shows them), rounded to two places; ties go to the better recall,
     since a missing fix is what the known-fix recall counts."""
-
     rules = [x.fixes(e.engine) for e, x in zip(dev, dev_views)]
     want = [{e.known_fix} - {"none"} for e in dev]
     engines = [e.engine for e in dev]
@@ -117,12 +130,10 @@ def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example],
         for c in C_GRID:
             head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, fix_tag_ids())
             probs = softmax(head.logits(dense_dv, sparse_dv))
-            tp = fp = fn = 0
-            for r, w, row, engine in zip(rules, want, probs, engines):
-                t, _ = engine_fix(dict(zip(head.classes_, row)), engine)
-                got = set(r) | ({t} - {"none"})
-                tp, fp, fn = tp + len(got & w), fp + len(got - w), fn + len(w - got)
-            key = (round(2 * tp / max(2 * tp + fp + fn, 1), 2), tp / max(tp + fn, 1))
+            got = [set(r) | ({engine_fix(dict(zip(head.classes_, row)), engine)[0]} - {"none"})
+                   for r, row, engine in zip(rules, probs, engines)]
+            f1, recall = _fix_counts(want, got)
+            key = (round(f1, 2), recall)
             if key > best[0]:
                 best = (key, c, sw)
     return best[1], best[2]
@@ -160,17 +171,12 @@ def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Vie
     from retriage.classifier.predict import fixes_for
 
     preds = model.predict(v, emb)  # every prediction carries the head's probabilities
+    want = [{e.known_fix} - {"none"} for e in dev]
     best_t, best_f = FIX_THRESHOLD, -1.0
     for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
-        tp = fp = fn = 0
-        for e, x, p in zip(dev, v, preds):
+        for p in preds:
             p.fix_threshold = t
-            got = set(fixes_for(x, e.engine, p))
-            want = {e.known_fix} - {"none"}
-            tp += len(got & want)
-            fp += len(got - want)
-            fn += len(want - got)
-        f = 2 * tp / max(2 * tp + fp + fn, 1)
+        f, _ = _fix_counts(want, [set(fixes_for(x, e.engine, p)) for e, x, p in zip(dev, v, preds)])
         if f > best_f + 1e-9:
             best_t, best_f = t, f
     return best_t
