@@ -3,7 +3,9 @@ reader, before disagreements were settled. Two studies, each a pair of files in 
 
 - "corpus": second_reader.jsonl / adjudication.jsonl, 150 random issues of the corpus batches;
 - "real": second_reader_real.jsonl / adjudication_real.jsonl, 150 random issues of the records laid out as
-  real issues (TensorRT-LLM and issues filed since 2025-08).
+  real issues (TensorRT-LLM and issues filed since 2025-08);
+- "real_2": second_reader_real_2.jsonl / adjudication_real_2.jsonl, 150 random issues of the second set of
+  them (real_trtllm_2, real_recent_2: 100 of its first round of readers, 50 of its second).
 
 An adjudication file records each settled value and the first reader's original one."""
 
@@ -27,7 +29,7 @@ def kappa(a: list[str], b: list[str]) -> float:
     return 1.0 if pe == 1 else (po - pe) / (1 - pe)
 
 
-STUDIES = {"corpus": "", "real": "_real"}
+STUDIES = {"corpus": "", "real": "_real", "real_2": "_real_2"}
 ADJUDICATION_KEYS = ("repo", "number", "field", "first", "second", "settled")
 
 

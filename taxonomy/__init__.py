@@ -53,14 +53,14 @@ def fix_tag_for_engine(tag: str, engine: str | None) -> str:
     """The fix tag as it applies to an issue of `engine`: a tag meant for other engines (its `engines` in
     taxonomy.toml) becomes its `otherwise` (device memory exhausted is `llamacpp_offload` on llama.cpp and
     `oom_four_step` elsewhere); unchanged when the engine is unknown or the tag names no engines."""
-    bound = _engine_bound_tags().get(tag)
+    bound = engine_bound_fix_tags().get(tag)
     if bound is None or engine is None or engine in bound[0]:
         return tag
     return bound[1]
 
 
 @lru_cache(maxsize=1)
-def _engine_bound_tags() -> dict[str, tuple[tuple[str, ...], str]]:
+def engine_bound_fix_tags() -> dict[str, tuple[tuple[str, ...], str]]:
     """tag -> (the engines it is for, what it becomes elsewhere), for the tags taxonomy.toml binds to engines."""
     return {d["id"]: (tuple(d["engines"]), d["otherwise"]) for d in _load("taxonomy.toml")["fix_tag"]
             if d.get("engines") and d.get("otherwise")}
