@@ -35,6 +35,7 @@ bench: install
 	$(BIN)/python bench/classify
 	$(BIN)/python bench/report
 	$(BIN)/python bench/generalisation
+	$(BIN)/python bench/newest
 	$(BIN)/python bench/duplicates
 	sh bench/mine
 	sh bench/concurrency --db retriage.duckdb  # needs the demo database (`make demo`)

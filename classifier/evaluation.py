@@ -29,6 +29,8 @@ class EvalReport:
     n_train: int
     model_version: str | None
     coverage: float
+    scored_by: str | None = None  # the version of the model that answered (on the dev split: the held-out fit)
+    seen_in_training: int = 0  # --gold issues that are among the labeled issues the model was fitted on
     scores: dict = field(default_factory=dict)  # target -> {system -> Scores}
     confident: dict = field(default_factory=dict)  # target -> Scores on the issues the model did not abstain on
     generalisation: list = field(default_factory=list)  # generalisation.SplitReport per split
@@ -36,7 +38,7 @@ class EvalReport:
 
     def to_dict(self) -> dict:
         return {"gold": self.source, "n": self.n, "n_train": self.n_train, "model_version": self.model_version,
-                "coverage": self.coverage,
+                "scored_by": self.scored_by, "seen_in_training": self.seen_in_training, "coverage": self.coverage,
                 "scores": {t: {k: v.to_dict() for k, v in d.items()} for t, d in self.scores.items()},
                 "model_when_confident": {t: v.to_dict() for t, v in self.confident.items()},
                 "summary": self.summary.to_dict() if self.summary else None,
@@ -123,7 +125,8 @@ def model_answers(model, gold: list[Example], embed, view_of) -> dict:
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
              step: Callable[[str], None] | None = None, advance: Callable[[], None] | None = None,
              model_dir: str | None = None) -> EvalReport:
-    """The dev split (or a --gold file) scored by the shipped model beside the baselines; with `generalisation`
+    """The dev split (or a --gold file) scored by the shipped model beside the baselines (the dev split by its
+    held-out fit, when the model was refitted on the dev split too: `IssueClassifier.held_out`); with `generalisation`
     (and no --gold), the future and new-engine splits too (see classifier/generalisation.py). `step` is told
     what is being done (a short phrase) as each stage starts; `advance` is called as each split is done (the dev
     split or --gold, then each generalisation split)."""
@@ -156,9 +159,13 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
             memo[e.key] = views(e.title, e.body)
         return memo[e.key]
 
-    answers = model_answers(model, gold, embed, view_of)
+    scorer = model.held_out() if gold_path is None else model  # the dev split: a fit that never saw it
+    answers = model_answers(scorer, gold, embed, view_of)
     report = EvalReport(source, len(gold), len(train), model.version,
-                        round(sum(not a for a in answers["abstained"]) / len(gold), 4))
+                        round(sum(not a for a in answers["abstained"]) / len(gold), 4), scored_by=scorer.version)
+    if gold_path is not None:  # gold issues the model was fitted on (the labeled set, or its training side)
+        fitted = team if model.meta.get("refit_on_dev") else split(team)[0]
+        report.seen_in_training = len({e.key for e in gold} & {e.key for e in fitted})
     step(f"{source}: baselines")
     predicted = {"model": {t: answers[t] for t in TARGETS}, **baseline_answers(train, gold, view_of)}
     for target in TARGETS:

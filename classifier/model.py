@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from retriage.taxonomy import fix_tag_for_engine
 
 WEIGHTS = "weights.npz"
 VOCAB = "vocab.txt"
+HELD_OUT = "held_out"  # beside a model refitted on the dev split too: the model fitted without it
 META = "meta.json"
 
 
@@ -153,8 +155,12 @@ class IssueClassifier:
         return self.meta.get("model_version")
 
     def save(self, folder: Path) -> str:
+        """Write the model into `folder`; a model refitted on the dev split takes its held-out fit along."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        source = self.folder / HELD_OUT if self.folder and self.meta.get("refit_on_dev") else None
+        if source is not None and source.is_dir() and source.resolve() != (folder / HELD_OUT).resolve():
+            shutil.copytree(source, folder / HELD_OUT, dirs_exist_ok=True)
         arrays = {"tfidf_idf": self.tfidf.idf_}
         arrays.update(self.re_head.to_arrays("re"))
         arrays.update(self.component_head.to_arrays("component"))
@@ -178,6 +184,18 @@ class IssueClassifier:
         self.meta = meta
         self.folder = folder
         return meta["model_version"]
+
+    def held_out(self) -> "IssueClassifier":
+        """The model with this one's hyperparameters and thresholds fitted without the dev split, which the dev
+        figures (`retriage eval`, the bot's thresholds) measure: saved in `held_out/` beside a model refitted on
+        the dev split too (`retriage train`); a model fitted without the dev split is its own."""
+        if not self.meta.get("refit_on_dev"):
+            return self
+        folder = self.folder / HELD_OUT if self.folder else None
+        if folder is None or not (folder / WEIGHTS).is_file():
+            raise UserError(f"model {self.version} was refitted on the dev split, and its held-out model is "
+                            f"missing ({folder or 'not saved'}): run `retriage train`")
+        return IssueClassifier.load(folder)
 
     @classmethod
     def load(cls, folder: Path | None = None) -> "IssueClassifier":

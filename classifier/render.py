@@ -34,7 +34,13 @@ def confusion_table(target: str, s) -> Table:
 
 def eval_report(console, report) -> None:
     console.print(f"gold: {report.source} · {report.n} issues · baselines trained on {report.n_train} · "
-                  f"model {report.model_version} · coverage {report.coverage:.0%} (rest abstained as unsure)")
+                  f"model {report.model_version}"
+                  + (f" (scored here by its fit without the dev split, {report.scored_by})"
+                     if report.scored_by and report.scored_by != report.model_version else "")
+                  + f" · coverage {report.coverage:.0%} (rest abstained as unsure)")
+    if report.seen_in_training:
+        console.print(f"{report.seen_in_training} of the {report.n} gold issues are labeled issues the model was "
+                      "fitted on: its figures on them are optimistic (baselines are fitted without them)")
     for target, systems in report.scores.items():
         console.print(scores_table(target, systems))
         console.print(confusion_table(target, systems["model"]))

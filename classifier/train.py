@@ -24,7 +24,7 @@ from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
 from retriage.classifier.head import LinearHead, softmax
-from retriage.classifier.model import IssueClassifier, engine_fix
+from retriage.classifier.model import HELD_OUT, IssueClassifier, engine_fix
 from retriage.core.errors import UserError
 from retriage.core.paths import models_dir
 from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
@@ -222,8 +222,13 @@ def labeled_split(con, labels_dir: Path, progress=None, embedder=None, examples:
 
 def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
           progress: Callable[[int], None] | None = None, embedder=None,
-          unlabeled: list[Views] | None = None, extra_labels=(), corrections: bool = True) -> TrainResult:
-    """`unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled).
+          unlabeled: list[Views] | None = None, extra_labels=(), corrections: bool = True,
+          refit: bool = True) -> TrainResult:
+    """The hyperparameters, the abstain and fix thresholds and the dev figures come from a model fitted on the
+    training side alone (the held-out model, saved in `held_out/` beside the model); with `refit`, the model
+    itself is then fitted with the same settings on every labeled issue, the dev split included (the newest
+    issues of each repository, which the issues users mine today resemble most).
+    `unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled).
     `out_dir` None: the user data folder (core.paths.models_dir()/<version>), never the installed package."""
     examples, n_corrections = training_examples(con, labels_dir, extra_labels, corrections)
     data = labeled_split(con, labels_dir, progress, embedder, examples)
@@ -245,17 +250,18 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         chosen[target] = {"C": c, "sparse_weight": sw, "lexical_C": lex_c, "lexical_blend": blend}
     c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
     chosen["known_fix"] = {"C": c, "sparse_weight": sw}
-    model = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
-    model.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(model, dv, dv_v, dv_emb)
-    preds = model.predict(dv_v, dv_emb)
+    # the held-out model: fitted on the training side only; the thresholds and the dev figures are its
+    held_out = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
+    held_out.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(held_out, dv, dv_v, dv_emb)
+    preds = held_out.predict(dv_v, dv_emb)
     conf = np.array([p.re_confidence for p in preds])
     correct = np.array([p.re_class == e.re_class for p, e in zip(preds, dv)])
-    model.threshold = choose_threshold(conf, correct)
+    held_out.threshold = choose_threshold(conf, correct)
     for p in preds:
-        p.abstained = p.re_confidence < model.threshold
+        p.abstained = p.re_confidence < held_out.threshold
     dev = evaluate_predictions(dv, preds)
     coverage = float(np.mean([not p.abstained for p in preds])) if preds else 0.0
-    model.meta = {
+    held_out.meta = {
         "embedding_model": EMBEDDING_MODEL,
         "trained_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "n_train": len(tr), "n_dev": len(dv),
@@ -264,11 +270,16 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
                 "coverage": round(coverage, 4)},
         "corrections": n_corrections,
     }
+    model = held_out
+    if refit and dv:  # then the same hyperparameters and thresholds on every labeled issue, dev included
+        model = fit_classifier(tr + dv, tr_v + dv_v, [np.vstack([a, b]) for a, b in zip(tr_emb, dv_emb)], chosen)
+        model.threshold, model.fix_threshold = held_out.threshold, held_out.fix_threshold
+        model.meta = {**held_out.meta, "n_train": len(tr) + len(dv), "refit_on_dev": True}
     if out_dir is None:  # the user data folder, under the model's version (known once it is saved)
         staging = Path(tempfile.mkdtemp(prefix=".training-", dir=_ensure(models_dir())))
         try:
-            version = model.save(staging)
-            fast = distill_fast_head(con, model, data, staging, progress, embedder, unlabeled)
+            version = _save(model, held_out, staging)
+            fast = distill_fast_head(con, model, data, staging, progress, embedder, unlabeled, held_out)
             out_dir = staging.parent / version
             if out_dir.exists():
                 shutil.rmtree(out_dir)
@@ -279,9 +290,19 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         model.folder = out_dir
     else:
         out_dir = Path(out_dir)
-        version = model.save(out_dir)
-        fast = distill_fast_head(con, model, data, out_dir, progress, embedder, unlabeled)
-    return TrainResult(model, version, dev, coverage, len(tr), len(dv), fast, n_corrections)
+        version = _save(model, held_out, out_dir)
+        fast = distill_fast_head(con, model, data, out_dir, progress, embedder, unlabeled, held_out)
+    return TrainResult(model, version, dev, coverage, model.meta["n_train"], len(dv), fast, n_corrections)
+
+
+def _save(model: IssueClassifier, held_out: IssueClassifier, folder: Path) -> str:
+    """`model` in `folder`, and beside it (when it is a refit on the dev split too) the held-out model, in
+    `folder`/held_out, which the dev figures measure. Returns the model's version."""
+    if model is not held_out:
+        model.meta["held_out_version"] = held_out.save(Path(folder) / HELD_OUT)
+    elif (Path(folder) / HELD_OUT).exists():  # a model fitted without the dev split is its own held-out model
+        shutil.rmtree(Path(folder) / HELD_OUT)
+    return model.save(folder)
 
 
 def _ensure(folder: Path) -> Path:
@@ -302,13 +323,14 @@ def refresh_fast_head(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = 
     model_dir = Path(model_dir)
     model = IssueClassifier.load(model_dir)
     data = labeled_split(con, labels_dir, progress, embedder)
-    return model, distill_fast_head(con, model, data, model_dir, progress, embedder, unlabeled)
+    return model, distill_fast_head(con, model, data, model_dir, progress, embedder, unlabeled, model.held_out())
 
 
 def distill_fast_head(con, model: IssueClassifier, data: LabeledSplit, out_dir: Path, progress=None,
-                      embedder=None, unlabeled: list[Views] | None = None):
+                      embedder=None, unlabeled: list[Views] | None = None, gate_model: IssueClassifier | None = None):
     """Distil the fast head from `model` over its training split and unlabeled issues; save it in `out_dir`;
-    return its agreement with the model on the dev split."""
+    return the classify path's agreement with the full model on the dev split. `gate_model`: the held-out fit of
+    a model refitted on the dev split, whose margins on the dev split (which it never saw) become the gate."""
     from retriage.classifier.distill import agreement, answers, choose_gate, fit_fast_head, unlabeled_snapshot_views
     from retriage.classifier.static_embed import StaticMiniLM, ensure_table
 
@@ -330,9 +352,15 @@ def distill_fast_head(con, model: IssueClassifier, data: LabeledSplit, out_dir: 
     head = fit_fast_head(model, static, data.train_views + list(unlabeled), all_emb)
     check, result, held_out = {}, None, {}
     if data.dev_views:
-        dev_answers = answers(model, head, static, data.dev_views, data.dev_embeddings)
-        check = choose_gate(head, dev_answers)
-        result = agreement(head, dev_answers, data.dev_embeddings[0])
+        # the gate is chosen on issues the teacher never saw: for a model refitted on the dev split, on the
+        # dev split with its held-out fit and a fast head distilled from that fit the same way
+        judge, judge_head = model, head
+        if gate_model is not None and gate_model is not model:
+            judge, judge_head = gate_model, fit_fast_head(gate_model, static, data.train_views + list(unlabeled), all_emb)
+        dev_answers = answers(judge, judge_head, static, data.dev_views, data.dev_embeddings)
+        check = choose_gate(judge_head, dev_answers)
+        result = agreement(judge_head, dev_answers, data.dev_embeddings[0])
+        head.re_margin, head.component_margin = judge_head.re_margin, judge_head.component_margin
         if report_v:
             held_out = agreement(head, answers(model, head, static, report_v, report_emb), report_emb[0]).to_dict()
     head.meta.update(teacher_model_version=model.version, dev=result.to_dict() if result else {},

@@ -154,6 +154,10 @@ def test_save_load_round_trip_and_content_hash(shipped, sample, tmp_path):
     for name in ("weights.npz", "vocab.txt", "meta.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     assert [p.to_dict() for p in again.predict(v, emb)] == [p.to_dict() for p in shipped.predict(v, emb)]
+    # a model refitted on the dev split takes its held-out fit along
+    for copy in ("a", "b"):
+        held_out = IssueClassifier.load(tmp_path / copy).held_out()
+        assert held_out.folder == tmp_path / copy / "held_out" and held_out.version == shipped.meta["held_out_version"]
 
     changed = IssueClassifier.load(tmp_path / "a")
     changed.re_head.bias_ = changed.re_head.bias_.copy()
@@ -205,7 +209,13 @@ def test_shipped_meta_has_dev_figures(shipped):
     for key in ("re_class_macro_f1", "component_macro_f1", "coverage"):
         assert 0.0 < dev[key] <= 1.0, key
     assert meta["n_train"] > 0 and meta["n_dev"] > 0
-    assert 0.2 < meta["n_dev"] / (meta["n_train"] + meta["n_dev"]) < 0.3
+    assert meta["refit_on_dev"], "the shipped model is fitted on every labeled issue, the dev split included"
+    assert 0.2 < meta["n_dev"] / meta["n_train"] < 0.3
+    held_out = shipped.held_out()
+    assert held_out.version == meta["held_out_version"] != shipped.version
+    assert held_out.meta["n_train"] == meta["n_train"] - meta["n_dev"] and held_out.meta["dev"] == dev
+    assert (held_out.threshold, held_out.fix_threshold) == (shipped.threshold, shipped.fix_threshold)
+    assert held_out.meta["hyperparameters"] == meta["hyperparameters"]
     assert meta["embedding_model"] == "all-MiniLM-L6-v2"
     print(f"\nshipped model {shipped.version}: dev {dev} on {meta['n_dev']} issues ({meta['n_train']} trained)")
 
@@ -262,7 +272,7 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     embedded = CountingEmbedder.texts
     stored = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
     print(f"\ntrain on {n} labels: {embedded} texts embedded, {stored} cached, {seconds:.1f} s")
-    assert first.n_train + first.n_dev == n and first.n_dev > 0
+    assert first.n_train == n and first.n_dev > 0, "fitted on every label, the dev split included"
     assert 0 < embedded <= 3 * n and stored == embedded
 
     model = IssueClassifier.load(tmp_path / "m1")
@@ -292,5 +302,29 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     dense = dense_features(emb, v)
     probs = model.re_head.predict_proba(dense, [model.tfidf.transform_one(x.lexical) for x in v])
     assert [p.re_class for p in model.predict(v, emb)] == [model.re_head.classes_[i] for i in probs.argmax(1)]
+
+    # the dev figures are the held-out fit's (saved beside the model), which never saw the dev split
+    from retriage.classifier.dataset import split as dev_split
+    from retriage.classifier.embedding_cache import embed_views
+    from retriage.classifier.metrics import macro_f1
+    from retriage.core.errors import UserError
+
+    held_out = model.held_out()
+    assert held_out.folder == tmp_path / "m1" / "held_out" and held_out.version == model.meta["held_out_version"]
+    train_side, dev = dev_split(items)
+    assert held_out.meta["n_train"] == len(train_side) and model.meta["n_train"] == len(items)
+    dv = [views(e.title, e.body) for e in dev]
+    dv_emb = embed_views(con, dv)
+    got = macro_f1([e.re_class for e in dev], [p.re_class for p in held_out.predict(dv, dv_emb)], re_class_ids())
+    assert abs(got - model.meta["dev"]["re_class_macro_f1"]) < 1e-6
+    with np.load(tmp_path / "m1" / "weights.npz") as a, np.load(tmp_path / "m1" / "held_out" / "weights.npz") as b:
+        assert not np.allclose(a["re_w_dense"], b["re_w_dense"]), "the model is refitted with the dev split"
+    # without the refit, the model is its own held-out fit
+    third = train(con, tmp_path / "labels", tmp_path / "m3", embedder=CountingEmbedder(), unlabeled=[], refit=False)
+    assert third.n_train == len(train_side) and not (tmp_path / "m3" / "held_out").exists()
+    assert third.model.held_out() is third.model
+    (tmp_path / "m1" / "held_out" / "weights.npz").unlink()
+    with pytest.raises(UserError, match="held-out model is missing"):
+        IssueClassifier.load(tmp_path / "m1").held_out()
 
     assert {p.name: p.read_bytes() for p in shipped_model_dir().iterdir() if p.is_file()} == shipped_files

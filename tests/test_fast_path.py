@@ -110,7 +110,7 @@ def test_a_closed_gate_always_runs_the_full_model():
 
 
 def test_cli_exact_flag_and_a_missing_table(tmp_path):
-    trace = str(TRACES / "vllm_cuda_oom_1.txt")
+    trace = str(TRACES / "vllm_cuda_oom_2.txt")
     fast = json.loads(run_cli("classify", trace, "--json", "--similar", "0").stdout)
     exact = json.loads(run_cli("classify", trace, "--json", "--similar", "0", "--exact").stdout)
     assert fast["fast_path"] and not exact["fast_path"] and fast["re_class"] == exact["re_class"] == "RE.1"

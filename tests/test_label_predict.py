@@ -239,6 +239,7 @@ def test_eval_json_prints_model_and_three_baselines(eval_run):
     team = load_gold()
     assert {e.re_class for e in gold} == set(re_class_ids())
     assert report["n"] == len(gold) and report["n_train"] == len(team) - len(gold)
+    assert report["seen_in_training"] == len(gold), "the shipped model is fitted on the dev split too"
     for target in ("re_class", "component"):
         systems = report["scores"][target]
         assert set(systems) == {"model", "majority", "keyword_rules", "tfidf_logreg"}

@@ -1,6 +1,7 @@
 """What the bot's thresholds buy, measured on the labeled dev split (`bench/bot_thresholds`, README "Bot").
 
-The shipped model predicts the dev split (issues training never saw; vectors from the package's embedding
+The shipped model's held-out fit (`IssueClassifier.held_out`: the same settings, fitted without the dev split)
+predicts the dev split (issues it never saw; vectors from the package's embedding
 cache). For a threshold t, a figure is (right, said): how many of the statements the bot would make are right
 by the team's label, and how many it would make.
 
@@ -45,7 +46,7 @@ def dev_figures(class_t, component_t, fix_t, similar_t, cfg: BotConfig | None = 
     from retriage.classifier.model import IssueClassifier
 
     cfg = cfg or load_config()
-    model = IssueClassifier.load()
+    model = IssueClassifier.load().held_out()  # the fit that never saw the dev split
     embed = cached_embedder(None)
     train, dev = split(load_gold())
     dv = [views(e.title, e.body) for e in dev]

@@ -27,9 +27,12 @@ def train(
     as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
                                    "of `retriage classify` again (of the model in --output, else --model)."),
+    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings on the dev split "
+                               "with a fit that never saw it (saved in held_out/), fit the model on every label, "
+                               "the dev split included."),
 ):
-    """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (and the fast
-    path's agreement). The model goes to the user data folder, never into the installed package: use it with
+    """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
+    without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the installed package: use it with
     `--model DIR` or RETRIAGE_MODEL=DIR."""
     from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
@@ -43,7 +46,7 @@ def train(
             trained, fast = refresh_fast_head(con, labels or LABELS_DIR, output or model, progress=advance)
         else:
             result = run_train(con, labels or LABELS_DIR, output, progress=advance, extra_labels=extra_labels,
-                               corrections=corrections)
+                               corrections=corrections, refit=refit)
             trained, fast = result.model, result.fast
     out = {"model_version": trained.version, "model_dir": str(trained.folder),
            "fast_path": fast.to_dict() if fast else None}
@@ -57,8 +60,11 @@ def train(
 
     c = _console()
     if not fast_only:
+        refit = result.model.meta.get("refit_on_dev")
         c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues ({result.n_corrections} "
-                f"corrections among the labels), evaluated on {result.n_dev} dev issues (abstains below confidence "
+                f"corrections among the labels{', the dev split included' if refit else ''}); "
+                + ("its fit without the dev split, " if refit else "")
+                + f"evaluated on {result.n_dev} dev issues (abstains below confidence "
                 f"{result.model.threshold:.2f}; coverage {result.coverage:.0%})")
         for target, s in result.dev.items():
             c.print(scores_table(target, {"model": s}))
