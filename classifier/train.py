@@ -33,8 +33,8 @@ C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
 # (regularisation strength, weight) of the TF-IDF-only model added to each head's logits; (0, 0): none
 LEXICAL_BLENDS = ((0.0, 0.0), (3.0, 0.3), (3.0, 0.6), (10.0, 0.3), (10.0, 0.6))
-MIN_COVERAGE = 0.85
-FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
+MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
+FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)
 
 
 @dataclass
@@ -272,7 +272,10 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     }
     model = held_out
     if refit and dv:  # then the same hyperparameters and thresholds on every labeled issue, dev included
-        model = fit_classifier(tr + dv, tr_v + dv_v, [np.vstack([a, b]) for a, b in zip(tr_emb, dv_emb)], chosen)
+        every_v = tr_v + dv_v
+        tfidf_all = Tfidf().fit([x.lexical for x in every_v])  # the dense features (rules, keywords) are kept
+        features = (tfidf_all, np.vstack([dense_tr, dense_dv]), tfidf_all.transform([x.lexical for x in every_v]))
+        model = fit_classifier(tr + dv, every_v, [], chosen, features=features)
         model.threshold, model.fix_threshold = held_out.threshold, held_out.fix_threshold
         model.meta = {**held_out.meta, "n_train": len(tr) + len(dv), "refit_on_dev": True}
     if out_dir is None:  # the user data folder, under the model's version (known once it is saved)
@@ -356,7 +359,8 @@ def distill_fast_head(con, model: IssueClassifier, data: LabeledSplit, out_dir: 
         # dev split with its held-out fit and a fast head distilled from that fit the same way
         judge, judge_head = model, head
         if gate_model is not None and gate_model is not model:
-            judge, judge_head = gate_model, fit_fast_head(gate_model, static, data.train_views + list(unlabeled), all_emb)
+            judge = gate_model
+            judge_head = fit_fast_head(gate_model, static, data.train_views + list(unlabeled), all_emb)
         dev_answers = answers(judge, judge_head, static, data.dev_views, data.dev_embeddings)
         check = choose_gate(judge_head, dev_answers)
         result = agreement(judge_head, dev_answers, data.dev_embeddings[0])

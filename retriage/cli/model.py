@@ -32,8 +32,8 @@ def train(
                                "the dev split included."),
 ):
     """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
-    without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the installed package: use it with
-    `--model DIR` or RETRIAGE_MODEL=DIR."""
+    without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the
+    installed package: use it with `--model DIR` or RETRIAGE_MODEL=DIR."""
     from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
     from retriage.db.store import Database
@@ -69,8 +69,9 @@ def train(
         for target, s in result.dev.items():
             c.print(scores_table(target, {"model": s}))
     if fast:
-        c.print(f"fast path of `retriage classify` for model {trained.version}, on {fast.n} dev issues: answers "
-                f"{fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
+        judged = " (its gate chosen with the fit without the dev split)" if trained.meta.get("refit_on_dev") else ""
+        c.print(f"fast path of `retriage classify` for model {trained.version}{judged}, on {fast.n} dev issues: "
+                f"answers {fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
                 f"(fast head alone {fast.re_agreement_fast_only:.1%}), same component {fast.component_agreement:.1%}")
     c.print(f"model folder {trained.folder}: use it with `--model {trained.folder}` or "
             f"`export RETRIAGE_MODEL={trained.folder}`")
