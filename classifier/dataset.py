@@ -148,3 +148,25 @@ def split(examples: list[Example], dev_share: float = DEV_SHARE) -> tuple[list[E
         train += items[:cut]
         dev += items[cut:]
     return train, dev
+
+
+def validation_folds(examples: list[Example], n_folds: int = 4, dev_share: float = DEV_SHARE
+                     ) -> list[tuple[list[Example], list[Example]]]:
+    """Blocked folds for choosing settings: the dev split (`split`), then the training side cut per repository
+    (and form of record) into `n_folds - 1` blocks of consecutive issue numbers; each fold is (every other
+    labeled issue, the block). Every block is thus a stretch of time of every repository, as the issues a
+    model meets later are, and together the blocks cover the labeled set once."""
+    train, dev = split(examples, dev_share)
+    by_repo: dict[tuple[str, str], list[Example]] = {}
+    for e in train:
+        by_repo.setdefault((e.repo, e.source), []).append(e)
+    blocks: list[list[Example]] = [[] for _ in range(max(n_folds - 1, 0))]
+    for repo in sorted(by_repo):
+        items = sorted(by_repo[repo], key=lambda e: e.number)
+        for j, e in enumerate(items):
+            blocks[j * len(blocks) // len(items)].append(e)
+    folds = [(train, dev)]
+    for block in blocks:
+        held = {e.key for e in block}
+        folds.append(([e for e in examples if e.key not in held], block))
+    return [(a, b) for a, b in folds if a and b]

@@ -90,6 +90,14 @@ class LinearHead:
         self.bias_, self.temperature_ = bias.astype(np.float32), temperature
         return self
 
+    def scale_prior(self, label: str, weight: float) -> "LinearHead":
+        """Multiply the odds of `label` by `weight` (its bias moves by log(weight)): for a class the issues met
+        later hold less of than the labeled set does. A label the head does not know is left alone."""
+        if weight != 1.0 and label in self.classes_:
+            self.bias_ = self.bias_.copy()
+            self.bias_[self.classes_.index(label)] += np.float32(np.log(weight))
+        return self
+
     def logits(self, dense: np.ndarray, sparse_rows: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> np.ndarray:
         """Logits from dense features (their columns are the weights' rows from `first` on) and TF-IDF rows."""
         z = dense @ self.w_dense_[first:] + self.bias_

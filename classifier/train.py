@@ -1,8 +1,10 @@
 """Training: labeled set -> embeddings (cached) -> features -> two heads -> abstain threshold -> saved model.
 
-The dev split (classifier/dataset.py) never trains anything: it picks the regularisation strength and the
-abstain threshold and reports the figures. Last, the fast head of `retriage classify` is distilled from the new
-model (classifier/distill.py) and saved beside it.
+Each head's regularisation strength, TF-IDF weight and blend are chosen by the mean macro-F1 over blocked folds
+(the dev split and three stretches of the training side: classifier/dataset.py); the held-out fit, on the
+training side alone, never sees the dev split, which picks the abstain and fix thresholds and gives the dev
+figures. The shipped model is then fitted with the same settings on every labeled issue. Last, the fast head of
+`retriage classify` is distilled from the new model (classifier/distill.py) and saved beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import duckdb
 import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
-from retriage.classifier.dataset import Example, load_gold, split
+from retriage.classifier.dataset import Example, load_gold, split, validation_folds
 from retriage.classifier.embed import DIM
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.metrics import Scores, score
@@ -33,6 +35,10 @@ C_GRID = (1.0, 2.0, 4.0, 8.0)
 SPARSE_WEIGHTS = (1.0, 2.0)
 # (regularisation strength, weight) of the TF-IDF-only model added to each head's logits; (0, 0): none
 LEXICAL_BLENDS = ((0.0, 0.0), (3.0, 0.3), (3.0, 0.6), (10.0, 0.3), (10.0, 0.6))
+# weights on the odds of `none` tried for the RE head: the issues users mine now hold more resource bugs than the
+# corpus-era labels do
+NONE_WEIGHTS = (1.0, 0.8, 0.65, 0.5)
+MIN_PRECISION = 0.80  # the resource-bug detection precision the weight on `none` must keep (mean over the folds)
 MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)
 
@@ -77,36 +83,72 @@ def training_examples(con, labels_dir: Path = LABELS_DIR, extra_labels=(), corre
     return load_gold(labels_dir, extra + fixes), len(fixes)
 
 
-def _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold) -> tuple[float, float, float]:
-    """(macro-F1, C, sparse weight) of the best uncalibrated head on dev."""
-    best = (-1.0, 0.0, 0.0)
+def _fold_logits(dense: np.ndarray, lexical: list[str], y: list[str], classes: list[str], train_rows: list[int],
+                 val_rows: list[int]) -> dict[tuple, tuple[np.ndarray, list[str]]]:
+    """The logits on `val_rows` (and their classes) of every setting (C, TF-IDF weight, lexical C, blend) of an
+    uncalibrated head fitted on `train_rows` (rows of `dense`, `lexical`, `y`). The blended head's logits are the
+    head's plus the blend times the TF-IDF-only model's (classifier/head.py), so each model is fitted once and
+    the blends are sums."""
+    tfidf = Tfidf().fit([lexical[i] for i in train_rows])
+    sparse_tr = tfidf.transform([lexical[i] for i in train_rows])
+    sparse_va = [tfidf.transform_one(lexical[i]) for i in val_rows]
+    dense_tr, dense_va = dense[train_rows], dense[val_rows]
+    y_tr = [y[i] for i in train_rows]
+    empty_tr, empty_va = np.zeros((len(train_rows), 0), np.float32), np.zeros((len(val_rows), 0), np.float32)
+    z_lex = {lex_c: LinearHead(C=lex_c, calibrate=False).fit(empty_tr, sparse_tr, y_tr, classes).logits(
+        empty_va, sparse_va) for lex_c in sorted({lc for lc, blend in LEXICAL_BLENDS if blend > 0})}
+    out = {}
     for sw in SPARSE_WEIGHTS:
         for c in C_GRID:
-            head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, classes)
-            z = head.logits(dense_dv, sparse_dv)
-            f = score(gold, [head.classes_[i] for i in z.argmax(1)], head.classes_).macro_f1
-            if f > best[0]:
-                best = (f, c, sw)
-    return best
+            head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y_tr, classes)
+            z_head = head.logits(dense_va, sparse_va)
+            for lex_c, blend in LEXICAL_BLENDS:
+                out[(c, sw, lex_c, blend)] = (z_head + blend * z_lex[lex_c] if blend > 0 else z_head, head.classes_)
+    return out
 
 
-def _search_blend(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold, c: float, sw: float
-                  ) -> tuple[float, float]:
-    """(lexical C, blend) of the best uncalibrated head on dev, with the head's own C and TF-IDF weight fixed.
-    The blended head's logits are the head's plus the blend times the TF-IDF-only model's (classifier/head.py),
-    so each model is fitted once here and the blends are sums of their logits."""
-    head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, classes)
-    z_head = head.logits(dense_dv, sparse_dv)
-    no_dense_tr, no_dense_dv = np.zeros((dense_tr.shape[0], 0), np.float32), np.zeros((len(sparse_dv), 0), np.float32)
-    z_lex = {lex_c: LinearHead(C=lex_c, calibrate=False).fit(no_dense_tr, sparse_tr, y, classes).logits(
-        no_dense_dv, sparse_dv) for lex_c in {lc for lc, blend in LEXICAL_BLENDS if blend > 0}}
-    best = (-1.0, 0.0, 0.0)
-    for lex_c, blend in LEXICAL_BLENDS:
-        z = z_head + blend * z_lex[lex_c] if blend > 0 else z_head
-        f = score(gold, [head.classes_[i] for i in z.argmax(1)], head.classes_).macro_f1
-        if f > best[0] + 1e-9:
-            best = (f, lex_c, blend)
-    return best[1], best[2]
+def _choose_none_weight(folds: list[tuple[np.ndarray, list[str], list[str]]]) -> float:
+    """The weight on the odds of `none` (NONE_WEIGHTS) with the best mean resource-bug recall over the folds
+    among those that keep the mean detection precision at MIN_PRECISION or more and the mean macro-F1 within
+    0.01 of the unweighted head's; 1.0 when none does. `folds`: (logits, their classes, gold) per fold."""
+    from retriage.classifier.metrics import detection, macro_f1
+
+    rows = []
+    for w in NONE_WEIGHTS:
+        p, r, f = [], [], []
+        for z, classes, gold in folds:
+            shift = np.array([np.log(w) if k == "none" else 0.0 for k in classes])
+            pred = [classes[i] for i in (z + shift).argmax(1)]
+            d = detection(gold, pred)
+            p.append(d["precision"])
+            r.append(d["recall"])
+            f.append(macro_f1(gold, pred, re_class_ids()))
+        rows.append((w, float(np.mean(p)), float(np.mean(r)), float(np.mean(f))))
+    base_f1 = rows[0][3]
+    kept = [row for row in rows if row[1] >= MIN_PRECISION and row[3] >= base_f1 - 0.01] or rows[:1]
+    return max(kept, key=lambda row: (row[2], row[0]))[0]
+
+
+def _search_folds(dense: np.ndarray, lexical: list[str], y: list[str], classes: list[str],
+                  folds: list[tuple[list[int], list[int]]], none_weight: bool = False) -> tuple[dict, float]:
+    """The setting (C, TF-IDF weight, lexical C, blend) with the best mean macro-F1 over the folds (ties: the
+    first in grid order, which holds the smaller C), and that mean; with `none_weight`, also the weight on the
+    odds of `none` chosen for it (`_choose_none_weight`)."""
+    total: dict[tuple, float] = {}
+    kept: list[dict] = []
+    for train_rows, val_rows in folds:
+        gold = [y[i] for i in val_rows]
+        logits = _fold_logits(dense, lexical, y, classes, train_rows, val_rows)
+        kept.append({k: (z, cl, gold) for k, (z, cl) in logits.items()})
+        for setting, (z, cl) in logits.items():
+            f = score(gold, [cl[i] for i in z.argmax(1)], cl).macro_f1
+            total[setting] = total.get(setting, 0.0) + f / len(folds)
+    best = max(total, key=lambda k: (round(total[k], 9), -list(total).index(k)))
+    c, sw, lex_c, blend = best
+    chosen = {"C": c, "sparse_weight": sw, "lexical_C": lex_c, "lexical_blend": blend}
+    if none_weight:
+        chosen["none_weight"] = _choose_none_weight([fold[best] for fold in kept])
+    return chosen, total[best]
 
 
 def _fix_counts(want: list[set], got: list[set]) -> tuple[float, float]:
@@ -159,7 +201,8 @@ def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.
                             ("known_fix", fix_tag_ids())):
         h = hyperparameters.get(target)
         if h is not None:
-            heads[target] = head_for(h, calibrate).fit(dense, sparse, [getattr(e, target) for e in examples], classes)
+            heads[target] = head_for(h, calibrate).fit(dense, sparse, [getattr(e, target) for e in examples],
+                                                       classes).scale_prior("none", h.get("none_weight", 1.0))
     return IssueClassifier(tfidf, heads["re_class"], heads["component"], threshold=0.0,
                            fix_head=heads.get("known_fix"),
                            fix_threshold=hyperparameters.get("known_fix", {}).get("threshold", FIX_THRESHOLD))
@@ -240,14 +283,18 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
     sparse_dv = [tfidf.transform_one(x.lexical) for x in dv_v]
 
-    # regularisation strength and TF-IDF weight per head, then the TF-IDF-only model's blend, chosen on dev
-    # (the fix head: by the known fixes it shows with the rules)
+    # regularisation strength, TF-IDF weight and the TF-IDF-only model's blend per head, chosen by the mean
+    # macro-F1 over blocked folds (the dev split and three stretches of the training side: dataset.validation_folds);
+    # the fix head's on dev, by the known fixes it shows with the rules
+    every = tr + dv
+    row = {e.key: i for i, e in enumerate(every)}
+    dense_every = np.vstack([dense_tr, dense_dv])
+    lexical_every = [x.lexical for x in tr_v + dv_v]
+    folds = [([row[e.key] for e in a], [row[e.key] for e in b]) for a, b in validation_folds(every)]
     chosen = {}
     for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
-        y, gold = [getattr(e, target) for e in tr], [getattr(e, target) for e in dv]
-        _, c, sw = _search(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold)
-        lex_c, blend = _search_blend(dense_tr, sparse_tr, y, classes, dense_dv, sparse_dv, gold, c, sw)
-        chosen[target] = {"C": c, "sparse_weight": sw, "lexical_C": lex_c, "lexical_blend": blend}
+        chosen[target], _ = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
+                                          classes, folds, none_weight=target == "re_class")
     c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
     chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     # the held-out model: fitted on the training side only; the thresholds and the dev figures are its
@@ -274,7 +321,7 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     if refit and dv:  # then the same hyperparameters and thresholds on every labeled issue, dev included
         every_v = tr_v + dv_v
         tfidf_all = Tfidf().fit([x.lexical for x in every_v])  # the dense features (rules, keywords) are kept
-        features = (tfidf_all, np.vstack([dense_tr, dense_dv]), tfidf_all.transform([x.lexical for x in every_v]))
+        features = (tfidf_all, dense_every, tfidf_all.transform([x.lexical for x in every_v]))
         model = fit_classifier(tr + dv, every_v, [], chosen, features=features)
         model.threshold, model.fix_threshold = held_out.threshold, held_out.fix_threshold
         model.meta = {**held_out.meta, "n_train": len(tr) + len(dv), "refit_on_dev": True}

@@ -21,12 +21,35 @@ pytestmark = pytest.mark.slow  # the real model (numpy MiniLM) and worker proces
 N = 24
 
 
-def snapshot_db(path, n=N):
+def snapshot_db(path, n=N, keys: list[tuple[str, int]] | None = None):
+    """The snapshot's first `n` issues (by repo and number), or the issues `keys`, in a new DuckDB file."""
     con = connect(path)
     import_files(con, snapshot_files())
-    con.execute("DELETE FROM issues WHERE is_pull_request OR (repo, number) NOT IN "
-                "(SELECT (repo, number) FROM issues WHERE NOT is_pull_request ORDER BY repo, number LIMIT ?)", [n])
+    if keys is None:
+        con.execute("DELETE FROM issues WHERE is_pull_request OR (repo, number) NOT IN "
+                    "(SELECT (repo, number) FROM issues WHERE NOT is_pull_request ORDER BY repo, number LIMIT ?)", [n])
+    else:
+        con.execute("CREATE TEMP TABLE keep (repo VARCHAR, number BIGINT)")
+        con.executemany("INSERT INTO keep VALUES (?, ?)", [list(k) for k in keys])
+        con.execute("DELETE FROM issues WHERE is_pull_request OR (repo, number) NOT IN "
+                    "(SELECT (repo, number) FROM keep)")
     return con
+
+
+def both_tiers(folder, model: IssueClassifier, n: int = N, closed: int = 6) -> list[tuple[str, int]]:
+    """`n` snapshot issues of which `closed` close the fast head's gate (the full model answers them) and the
+    rest open it, the first of each kind by repo and number: a cascade run on them takes both tiers whatever
+    share of issues the shipped gate lets through."""
+    from retriage.classifier.cascade import Reader
+
+    con = snapshot_db(folder / "pick.duckdb", n=400)
+    todo = pending(con, model.version)
+    con.close()
+    gate = Reader(model.folder).read(todo).gate
+    shut = [(r, k) for (r, k, _, _), g in zip(todo, gate) if not g][:closed]
+    shown = [(r, k) for (r, k, _, _), g in zip(todo, gate) if g][: n - len(shut)]
+    assert len(shut) == closed and len(shown) == n - closed, "too few issues of one kind among the first 400"
+    return sorted(shut + shown)
 
 
 def stored(con) -> dict:
@@ -43,7 +66,9 @@ def labeled(tmp_path_factory):
     """The same issues labeled by the cascade (two workers, small tasks) and by the full model (numpy MiniLM)."""
     folder = tmp_path_factory.mktemp("cascade")
     model = IssueClassifier.load()
-    fast_con, exact_con = snapshot_db(folder / "fast.duckdb"), snapshot_db(folder / "exact.duckdb")
+    keys = both_tiers(folder, model)
+    fast_con = snapshot_db(folder / "fast.duckdb", keys=keys)
+    exact_con = snapshot_db(folder / "exact.duckdb", keys=keys)
     stats = label_cascade(fast_con, model, pending(fast_con, model.version), workers=2, task=5)
     label_database(exact_con, model, embedder=get_embedder("numpy"))
     return stats, stored(fast_con), stored(exact_con), fast_con

@@ -79,6 +79,25 @@ def test_split_is_deterministic_disjoint_and_newest_per_repo_in_dev(gold):
     assert 0.2 < len(dev) / len(gold) < 0.3
 
 
+def test_validation_folds_are_the_dev_split_then_stretches_of_the_training_side(gold):
+    from retriage.classifier.dataset import validation_folds
+
+    train, dev = split(gold)
+    folds = validation_folds(gold)
+    assert len(folds) == 4 and folds[0] == (train, dev)
+    blocks = [b for _, b in folds[1:]]
+    keys = [{e.key for e in b} for b in blocks]
+    assert sum(len(k) for k in keys) == len(train) and set().union(*keys) == {e.key for e in train}
+    every = {e.key for e in gold}
+    for (fit_on, block), held in zip(folds[1:], keys):
+        assert {e.key for e in fit_on} == every - held  # the rest of the labeled set, dev split included
+    for (repo, source) in {(e.repo, e.source) for e in train}:
+        numbers = [[e.number for e in b if (e.repo, e.source) == (repo, source)] for b in blocks]
+        ranges = [(min(n), max(n)) for n in numbers if n]
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])), f"{repo}: blocks are not consecutive"
+        assert max(len(n) for n in numbers) - min(len(n) for n in numbers) <= 1, repo
+
+
 # ---- LinearHead ---------------------------------------------------------------------------------------------------
 def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path):
     train, dev = split(gold)
@@ -102,6 +121,25 @@ def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path)
     assert np.array_equal(before, after)
     assert np.allclose(before.sum(axis=1), 1.0, atol=1e-5) and (before >= 0).all()
     assert head.temperature_ > 0 and set(head.classes_) <= set(component_ids())
+
+
+def test_scale_prior_multiplies_the_odds_of_one_class_only(gold):
+    train = shortest([e for e in split(gold)[0] if e.source == "corpus"], 200)
+    vt = [views(e.title, e.body) for e in train]
+    tfidf = Tfidf().fit([x.lexical for x in vt])
+    sparse = tfidf.transform([x.lexical for x in vt])
+    dense = np.zeros((len(vt), 1), np.float32)
+    head = LinearHead(C=2.0, calibrate=False).fit(dense, sparse, [e.re_class for e in train], re_class_ids())
+    rows = [tfidf.transform_one(x.lexical) for x in vt[:30]]
+    before = head.predict_proba(dense[:30], rows)
+    bias = head.bias_.copy()
+    after = head.scale_prior("none", 0.5).predict_proba(dense[:30], rows)
+    n = head.classes_.index("none")
+    a, b = [i for i, c in enumerate(head.classes_) if c != "none"][:2]
+    assert np.allclose((after[:, n] / after[:, a]) / (before[:, n] / before[:, a]), 0.5, rtol=1e-4)
+    assert np.allclose(after[:, a] / after[:, b], before[:, a] / before[:, b], rtol=1e-4)  # the others keep theirs
+    assert not np.array_equal(bias, head.bias_)
+    assert np.array_equal(head.scale_prior("RE.9", 0.5).bias_, head.bias_)  # an unknown label: unchanged
 
 
 def test_blended_head_is_the_sum_of_its_two_models(gold):
@@ -218,6 +256,22 @@ def test_shipped_meta_has_dev_figures(shipped):
     assert held_out.meta["hyperparameters"] == meta["hyperparameters"]
     assert meta["embedding_model"] == "all-MiniLM-L6-v2"
     print(f"\nshipped model {shipped.version}: dev {dev} on {meta['n_dev']} issues ({meta['n_train']} trained)")
+
+
+def test_the_weight_on_none_buys_recall_only_while_precision_holds():
+    """Folds where the resource bugs missed are those whose `none` logit is just ahead: a smaller weight on the
+    odds of `none` finds them (and no false alarm), so it is chosen; where the same weight would also flag
+    many `none` issues (precision under 0.80), the unweighted head is kept."""
+    from retriage.classifier.train import NONE_WEIGHTS, _choose_none_weight
+
+    classes = ["RE.1", "none"]
+    gold = ["RE.1"] * 10 + ["none"] * 30
+    near = np.array([[0.0, 0.1]] * 4 + [[1.0, 0.0]] * 6 + [[0.0, 3.0]] * 30)  # 4 misses just on the none side
+    assert min(NONE_WEIGHTS) < 0.9 < max(NONE_WEIGHTS) == 1.0
+    assert _choose_none_weight([(near, classes, gold)] * 2) < 1.0
+    crowded = near.copy()
+    crowded[10:40] = [0.0, 0.05]  # every `none` issue is as close to the line as the misses
+    assert _choose_none_weight([(crowded, classes, gold)] * 2) == 1.0
 
 
 # ---- training end to end --------------------------------------------------------------------------------------------
