@@ -27,9 +27,9 @@ def train(
     as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
                                    "of `retriage classify` again (of the model in --output, else --model)."),
-    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings on the dev split "
-                               "with a fit that never saw it (saved in held_out/), fit the model on every label, "
-                               "the dev split included."),
+    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings (on four "
+                               "blocked folds) and the thresholds (on the dev split, with a fit that never saw it, "
+                               "saved in held_out/), fit the model on every label, the dev split included."),
 ):
     """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
     without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the
