@@ -134,16 +134,20 @@ def load_gold(folder: Path = LABELS_DIR, extra: list[dict] = ()) -> list[Example
     return out
 
 
+def _by_repository(examples: list[Example]) -> list[list[Example]]:
+    """The examples per repository and form of record (in that order), each group by issue number."""
+    by_repo: dict[tuple[str, str], list[Example]] = {}
+    for e in examples:
+        by_repo.setdefault((e.repo, e.source), []).append(e)
+    return [sorted(by_repo[k], key=lambda e: e.number) for k in sorted(by_repo)]
+
+
 def split(examples: list[Example], dev_share: float = DEV_SHARE) -> tuple[list[Example], list[Example]]:
     """Per repository, the newest `dev_share` of its labeled issues (by issue number, which GitHub assigns in
     time order) form the dev split; training never sees them. Corpus issues and issues summarised from outside
     the corpus are cut separately, so that both kinds of text appear on both sides."""
-    by_repo: dict[tuple[str, str], list[Example]] = {}
-    for e in examples:
-        by_repo.setdefault((e.repo, e.source), []).append(e)
     train, dev = [], []
-    for repo in sorted(by_repo):
-        items = sorted(by_repo[repo], key=lambda e: e.number)
+    for items in _by_repository(examples):
         cut = len(items) - int(round(len(items) * dev_share))
         train += items[:cut]
         dev += items[cut:]
@@ -157,12 +161,8 @@ def validation_folds(examples: list[Example], n_folds: int = 4, dev_share: float
     labeled issue, the block). Every block is thus a stretch of time of every repository, as the issues a
     model meets later are, and together the blocks cover the labeled set once."""
     train, dev = split(examples, dev_share)
-    by_repo: dict[tuple[str, str], list[Example]] = {}
-    for e in train:
-        by_repo.setdefault((e.repo, e.source), []).append(e)
     blocks: list[list[Example]] = [[] for _ in range(max(n_folds - 1, 0))]
-    for repo in sorted(by_repo):
-        items = sorted(by_repo[repo], key=lambda e: e.number)
+    for items in _by_repository(train):
         for j, e in enumerate(items):
             blocks[j * len(blocks) // len(items)].append(e)
     folds = [(train, dev)]

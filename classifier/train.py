@@ -130,10 +130,10 @@ def _choose_none_weight(folds: list[tuple[np.ndarray, list[str], list[str]]]) ->
 
 
 def _search_folds(dense: np.ndarray, lexical: list[str], y: list[str], classes: list[str],
-                  folds: list[tuple[list[int], list[int]]], none_weight: bool = False) -> tuple[dict, float]:
+                  folds: list[tuple[list[int], list[int]]], none_weight: bool = False) -> dict:
     """The setting (C, TF-IDF weight, lexical C, blend) with the best mean macro-F1 over the folds (ties: the
-    first in grid order, which holds the smaller C), and that mean; with `none_weight`, also the weight on the
-    odds of `none` chosen for it (`_choose_none_weight`)."""
+    first in grid order, which holds the smaller C); with `none_weight`, also the weight on the odds of `none`
+    chosen for it (`_choose_none_weight`)."""
     total: dict[tuple, float] = {}
     kept: list[dict] = []
     for train_rows, val_rows in folds:
@@ -143,12 +143,12 @@ def _search_folds(dense: np.ndarray, lexical: list[str], y: list[str], classes: 
         for setting, (z, cl) in logits.items():
             f = score(gold, [cl[i] for i in z.argmax(1)], cl).macro_f1
             total[setting] = total.get(setting, 0.0) + f / len(folds)
-    best = max(total, key=lambda k: (round(total[k], 9), -list(total).index(k)))
+    best = max(total, key=lambda k: round(total[k], 9))  # max keeps the first of equal ones
     c, sw, lex_c, blend = best
     chosen = {"C": c, "sparse_weight": sw, "lexical_C": lex_c, "lexical_blend": blend}
     if none_weight:
         chosen["none_weight"] = _choose_none_weight([fold[best] for fold in kept])
-    return chosen, total[best]
+    return chosen
 
 
 def _fix_counts(want: list[set], got: list[set]) -> tuple[float, float]:
@@ -293,8 +293,8 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     folds = [([row[e.key] for e in a], [row[e.key] for e in b]) for a, b in validation_folds(every)]
     chosen = {}
     for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
-        chosen[target], _ = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
-                                          classes, folds, none_weight=target == "re_class")
+        chosen[target] = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
+                                       classes, folds, none_weight=target == "re_class")
     c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
     chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     # the held-out model: fitted on the training side only; the thresholds and the dev figures are its
