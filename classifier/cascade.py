@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier import device_class
 from retriage.classifier.embed import text_hash
 from retriage.classifier.features import VIEW_FIELDS
 from retriage.classifier.model import IssueClassifier
@@ -58,6 +59,7 @@ class Reading:
     estimate_keys: list[str]  # their cache keys (estimate_hash of the first view)
     rule_fixes: list[list[str]]
     texts: list[tuple[str, str, str] | None]  # view texts where the gate is closed
+    device_classes: list[str | None]  # the class a rule names for the issue's mixed GPUs (device_class.py)
 
 
 class Reader:
@@ -85,13 +87,15 @@ class Reader:
         f_re, f_comp = self.head.embedding_logits(avgs, ids)
         z_re, z_comp = lex_re + f_re, lex_comp + f_comp
         gate = self.head.confident(*self.model.probabilities(z_re, z_comp))
-        fixes = []
-        for (repo, _, _, _), x in zip(part, v):
+        fixes, device = [], []
+        for (repo, _, _, body), x in zip(part, v):
             engine = engine_for_repo(repo)
             fixes.append(x.fixes(engine.id if engine else None))
+            device.append(device_class.mixed_gpu_class(x, body, engine.id if engine else None))
         texts = [None if g else tuple(getattr(x, f) for f in VIEW_FIELDS) for g, x in zip(gate, v)]
         return Reading([(r, n) for r, n, _, _ in part], gate, z_re, z_comp, lex_re, lex_comp, lex_fix,
-                       self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], fixes, texts)
+                       self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], fixes, texts,
+                       device)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         from retriage.classifier.embed import NumpyMiniLM
@@ -203,6 +207,7 @@ def _store_fast(con, model: IssueClassifier, r: Reading) -> None:
     rows, vectors, links = [], {}, []
     for i, p in zip(idx, preds):
         repo, number = r.keys[i]
+        device_class.apply(p, r.device_classes[i])
         rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,
                      r.rule_fixes[i], model.version, now))
         h = r.estimate_keys[i]
@@ -246,6 +251,7 @@ def _store_full(con, model: IssueClassifier, group: list[tuple[Reading, int]], v
     rows, links = [], []
     for (r, i), p in zip(group, preds):
         repo, number = r.keys[i]
+        device_class.apply(p, r.device_classes[i])
         fixes = list(r.rule_fixes[i])
         engine = engine_for_repo(repo)
         tag, _ = p.fix_for(engine.id if engine else None)

@@ -14,7 +14,7 @@ from typing import Callable
 
 import duckdb
 
-from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier import EMBEDDING_MODEL, device_class
 from retriage.classifier.embed import Embedder, get_embedder, text_hash
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
@@ -83,8 +83,9 @@ def label_database(con, model: IssueClassifier | None = None,
         preds = model.predict(v, emb)
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         rows = []
-        for (repo, number, _, _), x, p in zip(part, v, preds):
+        for (repo, number, _, body), x, p in zip(part, v, preds):
             engine = engine_for_repo(repo)
+            device_class.apply(p, device_class.mixed_gpu_class(x, body, engine.id if engine else None))
             fixes = fixes_for(x, engine.id if engine else None, p)
             rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
                          p.abstained, fixes, version, now))

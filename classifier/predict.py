@@ -4,7 +4,8 @@
 `predict_file` is the stable batch contract of `retriage predict`: issue objects in, one line per input issue
 out, {"repo", "number", "re_class", "re_confidence", "component", "component_confidence", "known_fixes": [tags],
 "abstained": bool}; `re_class` is always one of the classes (the best guess, also when abstaining); the output
-is written whole or not at all."""
+is written whole or not at all. As for `label`, a rule's class for mixed GPUs (classifier/device_class.py) stands
+over the model's where it applies."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Callable
 
 import duckdb
 
+from retriage.classifier import device_class
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
 from retriage.classifier.embed import Embedder
@@ -54,6 +56,7 @@ def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> l
     out = []
     for r, x, p in zip(rows, v, preds):
         engine = engine_for_repo(r["repo"])
+        device_class.apply(p, device_class.mixed_gpu_class(x, r["body"], engine.id if engine else None))
         out.append({
             "repo": r["repo"], "number": r["number"],
             "re_class": p.re_class, "re_confidence": p.re_confidence,

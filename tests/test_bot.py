@@ -183,6 +183,22 @@ def test_show_fetches_a_missing_issue_stores_and_labels_it(server, db_path):
     assert again.returncode == 0 and server.log == []  # stored: not fetched again
 
 
+def test_a_fetched_bf16_failure_on_mixed_gpus_is_stored_as_re3(server, db_path):
+    """vllm#7472's real log as a new issue's body: `show` fetches, labels and stores it as RE.3 (heterogeneous
+    compute capabilities, taxonomy/rules.toml `mixed_gpu_class`), not unsure; the known fix is still listed."""
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parent / "data" / "traces" / "vllm_bf16_mixed_gpus_1.txt"
+    body = "\n".join(ln for ln in trace.read_text().splitlines() if not ln.startswith("# "))
+    issue = server.add_issue(VLLM, "[Bug]: a bug in CUDA capabilities test with different GPUs available", body)
+    proc = run_cli("show", f"{VLLM}#{issue['number']}", "--base-url", server.base_url, "--json", db=db_path,
+                   env=env())
+    assert proc.returncode == 0, proc.stderr
+    pred = json.loads(proc.stdout)["prediction"]
+    assert (pred["re_class"], pred["abstained"]) == ("RE.3", False), pred
+    assert "cuda_arch_mismatch" in pred["known_fixes"], pred
+
+
 def test_offline_show_fails_on_one_line_within_3_seconds(db_path):
     baseline_start = time.monotonic()
     offline = run_cli("show", "vllm#99999991", "--offline", db=db_path, env=env())

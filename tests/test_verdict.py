@@ -67,11 +67,25 @@ def test_shm_shortage_under_tensor_parallel_is_multi_device():
     """vllm_container_shm_1.txt: /dev/shm too small in a container running --tensor-parallel-size 2."""
     m, raw = first_match("vllm_container_shm_1.txt", engine="vllm")
     assert several_devices(raw)
-    assert rule_class(m, raw) == ("RE.3", several_devices(raw))
+    assert rule_class(m, raw) == ("RE.3", f"several devices in the log ('{several_devices(raw)}')")
     v = decide([m], "none", 0.86, False, raw, precision=Precision(0.6, 2, {m.rule.id: (2, 2)}))
     assert v.re_class == "RE.3" and "tensor-parallel-size 2" in v.reason and "none (0.86)" in v.reason
     plain, raw2 = first_match("holdout/torch_container_shm_plain_h2.txt")
     assert several_devices(raw2) is None and rule_class(plain, raw2)[0] == "RE.1"
+
+
+def test_bf16_check_on_mixed_compute_capabilities_is_multi_device():
+    """vllm#7472: an RTX 2060 (7.5) beside an RTX 4070 Ti (8.9); the bf16 check read the older card. The guide
+    counts heterogeneous compute capabilities as RE.3; the same error on one pre-Ampere GPU stays `none`."""
+    m, raw = first_match("vllm_bf16_mixed_gpus_1.txt", engine="vllm")
+    assert m.rule.id == "bf16-on-pre-ampere"
+    assert rule_class(m, raw) == ("RE.3", "GPUs of compute capability 7.5 / 8.9")
+    v = decide([m], "none", 0.72, False, raw, precision=Precision(0.6, 2, {m.rule.id: (3, 3)}))
+    assert v.re_class == "RE.3" and v.source == "rule" and "7.5 / 8.9" in v.reason and "none (0.72)" in v.reason
+    single, raw1 = first_match("vllm_bf16_pre_ampere_1.txt", engine="vllm")
+    assert single.rule.id == m.rule.id and rule_class(single, raw1) == ("none", None)
+    one_card = raw.replace("GPU 1: NVIDIA GeForce RTX 4070 Ti", "GPU 1: NVIDIA GeForce RTX 2060")
+    assert rule_class(m, one_card) == ("none", None), "two cards of one capability are not mixed"
 
 
 def test_single_device_words_are_not_several_devices():

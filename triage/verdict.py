@@ -5,29 +5,23 @@ A rule whose class was right on the labeled traces often enough (taxonomy/rule_p
 `python -m retriage.triage.calibrate`) decides the class; otherwise the model does. The model reads the rule
 matches as features too, so a new rule needs no retraining: it carries its class, and this layer weighs it by
 its measured precision. A rule that says which class it takes when several devices are at work
-(`multi_device_class`, e.g. a /dev/shm shortage under tensor parallel) takes it when the log shows them.
+(`multi_device_class`, e.g. a /dev/shm shortage under tensor parallel) takes it when the log shows them; one
+that names the class on a machine mixing compute capabilities (`mixed_gpu_class`) takes it when the
+environment block lists them (retriage/core/rule_class.py).
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from retriage.core.rule_class import rule_class, several_devices  # noqa: F401  (several_devices: re-exported)
 from retriage.core.rules import Match
 from retriage.taxonomy import HERE as TAXONOMY_DIR
 
 PRECISION_FILE = TAXONOMY_DIR / "rule_precision.toml"
-
-_SEVERAL_DEVICES = [
-    re.compile(r"tensor[-_]parallel[-_]size['\"]?\s*[=:]?\s*['\"]?([2-9]|\d{2,})\b", re.I),
-    re.compile(r"(?:--tp|--tp-size|--tp_size)[= ]([2-9]|\d{2,})\b"),
-    re.compile(r"\bworld_size=([2-9]|\d{2,})\b"),
-    re.compile(r"\bRayWorker\w*\b"),
-    re.compile(r"\bTP[1-9]\d*\]"),
-]
 
 
 @dataclass(frozen=True)
@@ -56,23 +50,6 @@ def load_precision(path: Path) -> Precision:
     return Precision(float(d["threshold"]), int(d["min_traces"]), counts)
 
 
-def several_devices(text: str) -> str | None:
-    """The evidence that several devices or worker processes are at work, or None."""
-    for rx in _SEVERAL_DEVICES:
-        m = rx.search(text)
-        if m:
-            return m.group(0).strip()
-    return None
-
-
-def rule_class(match: Match, text: str) -> tuple[str, str | None]:
-    """(the class the matched rule gives this log, the multi-device evidence when it changed it)."""
-    r = match.rule
-    if r.multi_device_class and (why := several_devices(text)):
-        return r.multi_device_class, why
-    return r.re_class, None
-
-
 @dataclass(frozen=True)
 class Verdict:
     re_class: str
@@ -95,8 +72,8 @@ def decide(matches: list[Match], model_class: str, model_confidence: float, mode
         if precision.trusted(m.rule.id):
             basis = f"rule {m.rule.id} (right on {right} of {n} labeled traces)"
             if devices:
-                reason = (f"{cls}: {basis} with several devices in the log ('{devices}'), where the guide counts "
-                          f"the shortage as multi-device" + ("" if cls == model_class else f"; {model}"))
+                reason = (f"{cls}: {basis} with {devices}, where the guide counts the failure as multi-device"
+                          + ("" if cls == model_class else f"; {model}"))
             elif cls != model_class:
                 reason = f"{cls} from {basis}; {model}"
             return Verdict(cls, round(right / n, 2), "rule", reason, False,

@@ -41,6 +41,7 @@ class Rule:
     sources: tuple[str, ...] = ()
     captures: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # (name, regexes tried in order)
     multi_device_class: str | None = None  # the class instead of re_class when the log runs several devices
+    mixed_gpu_class: str | None = None  # the class instead of re_class when the machine mixes compute capabilities
 
     def steps_for(self, engine: str | None, values: dict | None = None) -> list[str]:
         """This engine's steps (or the default ones), placeholders filled from `values` (or their fallback)."""
@@ -100,7 +101,7 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
             raise RulesError(f"rule id missing or repeated: {rid!r}")
         seen.add(rid)
         if d["tag"] not in tags or d["re_class"] not in classes or d["component"] not in comps or \
-                d.get("multi_device_class", "RE.3") not in classes:
+                d.get("multi_device_class", "RE.3") not in classes or d.get("mixed_gpu_class", "RE.3") not in classes:
             raise RulesError(f"rule {rid}: unknown tag, class or component")
         if not d.get("patterns"):
             raise RulesError(f"rule {rid}: no patterns")
@@ -117,7 +118,8 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
                     raise RulesError(f"rule {rid}: step placeholder {{{m.group(1)}}} names no capture")
         rules.append(Rule(rid, d["tag"], d["title"], d["re_class"], d["component"], tuple(d.get("engines", [])),
                           pat, notp, steps, tuple(d.get("caveats", [])),
-                          tuple(d.get("sources", [])), captures, d.get("multi_device_class")))
+                          tuple(d.get("sources", [])), captures, d.get("multi_device_class"),
+                          d.get("mixed_gpu_class")))
     wrappers = _alternation(data.get("wrappers", []) or ["(?!x)x"])
     return rules, wrappers
 

@@ -1,4 +1,5 @@
-"""The environment block of a pasted log: GPU models, compute capabilities, GPU count, engine version, driver.
+"""The environment block of a pasted log or an issue body: GPU models, compute capabilities, GPU count, engine
+version, driver.
 
 Read from what reporters paste: `nvidia-smi`'s table, vLLM's `collect_env` ("GPU models and configuration",
 "vLLM Version"), `python -m sglang.check_env` ("GPU 0,1: <name>", "GPU 0,1 Compute Capability: 9.0",
@@ -61,6 +62,11 @@ class Environment:
     def mixed(self) -> bool:
         """Different GPU models or compute capabilities in one machine (RE.3 evidence)."""
         return len(self.gpu_models) > 1 or len(self.compute_capabilities) > 1
+
+    @property
+    def mixed_capabilities(self) -> bool:
+        """GPUs of different compute capabilities in one machine: a check on one of them says nothing of the rest."""
+        return len(self.compute_capabilities) > 1
 
     def lowest_capability(self) -> float | None:
         return min(map(float, self.capabilities.values())) if self.capabilities else None
