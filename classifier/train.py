@@ -263,15 +263,34 @@ def labeled_split(con, labels_dir: Path, progress=None, embedder=None, examples:
                         embed_views(con, dv_v, progress, embedder))
 
 
+SETTING_KEYS = {"re_class": ("C", "sparse_weight", "lexical_C", "lexical_blend", "none_weight"),
+                "component": ("C", "sparse_weight", "lexical_C", "lexical_blend"),
+                "known_fix": ("C", "sparse_weight")}
+
+
+def kept_settings(hyperparameters: dict) -> dict:
+    """The heads' settings of a model's meta["hyperparameters"], without the thresholds that training chooses
+    again; a ValueError names what a head lacks."""
+    out = {}
+    for head, keys in SETTING_KEYS.items():
+        h = hyperparameters.get(head) or {}
+        if "C" not in h or "sparse_weight" not in h:
+            raise ValueError(f"the model's settings lack the {head} head's C or sparse_weight")
+        out[head] = {k: h[k] for k in keys if k in h}
+    return out
+
+
 def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, out_dir: Path | None = None,
           progress: Callable[[int], None] | None = None, embedder=None,
           unlabeled: list[Views] | None = None, extra_labels=(), corrections: bool = True,
-          refit: bool = True) -> TrainResult:
+          refit: bool = True, settings: dict | None = None) -> TrainResult:
     """The hyperparameters, the abstain and fix thresholds and the dev figures come from a model fitted on the
     training side alone (the held-out model, saved in `held_out/` beside the model); with `refit`, the model
     itself is then fitted with the same settings on every labeled issue, the dev split included (the newest
     issues of each repository, which the issues users mine today resemble most).
     `unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled).
+    `settings`: the heads' settings to use instead of searching them (a model's meta["hyperparameters"], e.g. to
+    retrain with a few more labels; the abstain and fix thresholds are still chosen on the dev split).
     `out_dir` None: the user data folder (core.paths.models_dir()/<version>), never the installed package."""
     examples, n_corrections = training_examples(con, labels_dir, extra_labels, corrections)
     data = labeled_split(con, labels_dir, progress, embedder, examples)
@@ -291,12 +310,15 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     dense_every = np.vstack([dense_tr, dense_dv])
     lexical_every = [x.lexical for x in tr_v + dv_v]
     folds = [([row[e.key] for e in a], [row[e.key] for e in b]) for a, b in validation_folds(every)]
-    chosen = {}
-    for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
-        chosen[target] = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
-                                       classes, folds, none_weight=target == "re_class")
-    c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
-    chosen["known_fix"] = {"C": c, "sparse_weight": sw}
+    if settings is not None:
+        chosen = kept_settings(settings)
+    else:
+        chosen = {}
+        for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
+            chosen[target] = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
+                                           classes, folds, none_weight=target == "re_class")
+        c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
+        chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     # the held-out model: fitted on the training side only; the thresholds and the dev figures are its
     held_out = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
     held_out.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(held_out, dv, dv_v, dv_emb)

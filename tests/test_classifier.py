@@ -311,6 +311,18 @@ def small_labels_folder(folder: Path) -> int:
     return len(chosen)
 
 
+def test_kept_settings_leave_out_thresholds_and_name_a_missing_head():
+    from retriage.classifier.train import kept_settings
+
+    hp = {"re_class": {"C": 4.0, "sparse_weight": 2.0, "lexical_C": 10.0, "lexical_blend": 0.3, "none_weight": 0.8},
+          "component": {"C": 2.0, "sparse_weight": 2.0},
+          "known_fix": {"C": 8.0, "sparse_weight": 2.0, "threshold": 0.3}}
+    kept = kept_settings(hp)
+    assert kept["re_class"] == hp["re_class"] and kept["known_fix"] == {"C": 8.0, "sparse_weight": 2.0}
+    with pytest.raises(ValueError, match="component head"):
+        kept_settings({**hp, "component": {"C": 2.0}})
+
+
 def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     from retriage.classifier.train import train
     from retriage.db.store import connect
@@ -377,6 +389,15 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     third = train(con, tmp_path / "labels", tmp_path / "m3", embedder=CountingEmbedder(), unlabeled=[], refit=False)
     assert third.n_train == len(train_side) and not (tmp_path / "m3" / "held_out").exists()
     assert third.model.held_out() is third.model
+    # --keep-settings: the shipped model's head settings, no search; the thresholds are chosen again on dev
+    from retriage.classifier.train import kept_settings
+
+    kept = kept_settings(IssueClassifier.load().meta["hyperparameters"])
+    fourth = train(con, tmp_path / "labels", tmp_path / "m4", embedder=CountingEmbedder(), unlabeled=[],
+                   settings=kept)
+    hp = fourth.model.meta["hyperparameters"]
+    assert {h: {k: hp[h][k] for k in kept[h]} for h in kept} == kept and "threshold" not in kept["known_fix"]
+    assert 0 < hp["known_fix"]["threshold"] <= 1 and 0 <= fourth.model.threshold < 1
     (tmp_path / "m1" / "held_out" / "weights.npz").unlink()
     with pytest.raises(UserError, match="held-out model is missing"):
         IssueClassifier.load(tmp_path / "m1").held_out()

@@ -30,6 +30,10 @@ def train(
     refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings (on four "
                                "blocked folds) and the thresholds (on the dev split, with a fit that never saw it, "
                                "saved in held_out/), fit the model on every label, the dev split included."),
+    keep_settings: bool = typer.Option(False, "--keep-settings", help="Use the heads' settings of --model "
+                                       "(default: the shipped model) instead of searching them on the folds; the "
+                                       "thresholds are still chosen on the dev split. For a few added labels: "
+                                       "faster, and the settings do not move with one more example."),
 ):
     """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
     without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the
@@ -39,6 +43,16 @@ def train(
     from retriage.db.store import Database
     from retriage.taxonomy import LABELS_DIR
 
+    settings = None
+    if keep_settings and not fast_only:
+        from retriage.classifier.model import IssueClassifier
+        from retriage.classifier.train import kept_settings
+        from retriage.core.errors import UserError
+
+        try:
+            settings = kept_settings(IssueClassifier.load(model).meta.get("hyperparameters", {}))
+        except ValueError as e:
+            raise UserError(f"--keep-settings: {e}") from None
     con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     prog, advance = _progress(None, "embedding issues")
     with prog:
@@ -46,7 +60,7 @@ def train(
             trained, fast = refresh_fast_head(con, labels or LABELS_DIR, output or model, progress=advance)
         else:
             result = run_train(con, labels or LABELS_DIR, output, progress=advance, extra_labels=extra_labels,
-                               corrections=corrections, refit=refit)
+                               corrections=corrections, refit=refit, settings=settings)
             trained, fast = result.model, result.fast
     out = {"model_version": trained.version, "model_dir": str(trained.folder),
            "fast_path": fast.to_dict() if fast else None}
