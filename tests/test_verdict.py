@@ -10,7 +10,8 @@ import pytest
 
 from retriage.core.rules import Match, load_rules, match_rules
 from retriage.triage import calibrate, logtext
-from retriage.triage.verdict import PRECISION_FILE, Precision, decide, load_precision, rule_class, several_devices
+from retriage.core.rule_class import rule_class, several_devices
+from retriage.triage.verdict import PRECISION_FILE, Precision, decide, load_precision
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}

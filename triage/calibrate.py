@@ -16,9 +16,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from retriage.core.rule_class import rule_class
 from retriage.core.rules import Match, default_rules
 from retriage.triage import logtext
-from retriage.triage.verdict import PRECISION_FILE, Precision, decide, rule_class
+from retriage.triage.verdict import PRECISION_FILE, Precision, decide
 
 MANIFESTS = ("manifest.toml", "manifest_added.toml")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.01)  # 1.01: rules never override

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from retriage.classifier.features import VIEW_FIELDS
+from retriage.core import environment as env_parse
 from retriage.core.document import document
 from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
-from retriage.core import environment as env_parse
 from retriage.triage import logtext
 from retriage.triage.fixtext import fix as fix_entry
 from retriage.triage.verdict import decide

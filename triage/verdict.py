@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from retriage.core.rule_class import rule_class, several_devices  # noqa: F401  (several_devices: re-exported)
+from retriage.core.rule_class import rule_class
 from retriage.core.rules import Match
 from retriage.taxonomy import HERE as TAXONOMY_DIR
 
