@@ -31,9 +31,11 @@ def test_every_readme_row_is_regenerated(report):
         s = splits[split].systems[SYSTEMS[system]]
         got = (s.re_macro_f1, *s.re_interval, s.detection["precision"], s.detection["recall"], s.component_macro_f1)
         want = tuple(float(x) for x in (f1, lo, hi, p, r, comp))
-        # a refit's detection figures move by up to 0.008 between runs (lbfgs on the machine's BLAS: 3 of 463
-        # resource bugs on the future split), its F1 figures by about 0.002; the README rounds to two places
-        tolerance = (0.006, 0.006, 0.006, 0.01, 0.01, 0.006)
+        # a refit is exact on one machine but not across CPUs (lbfgs on the machine's BLAS kernels): the same
+        # commit read future RE macro-F1 0.7147 here and 0.7202 on a CI machine (one issue's class among the
+        # small RE classes), and a refit's detection figures have moved by up to 0.008 (3 of 463 resource bugs);
+        # the README rounds to two places. Two issues' worth of F1, so a stale row (a refit, a new label) fails.
+        tolerance = (0.011, 0.011, 0.011, 0.01, 0.01, 0.008)
         assert all(abs(g - w) < t for g, w, t in zip(got, want, tolerance)), (split, system, got, want)
 
 
