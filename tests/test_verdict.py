@@ -117,3 +117,13 @@ def test_every_labeled_trace_has_a_class(name):
     with open(TRACES / name, "rb") as f:
         entries = tomllib.load(f)["trace"]
     assert all(e.get("expect_class") for e in entries)
+
+
+def test_calibrate_without_traces_says_so_in_one_line_and_writes_nothing(tmp_path):
+    before = calibrate.PRECISION_FILE.read_bytes()
+    with pytest.raises(SystemExit) as e:
+        calibrate.main([str(tmp_path / "missing")])
+    message = str(e.value.code)
+    assert "missing" in message and "manifest.toml" in message and "\n" not in message
+    assert calibrate.PRECISION_FILE.read_bytes() == before
+    assert calibrate.TRACES_DIR.is_dir() and (calibrate.TRACES_DIR / "manifest.toml").is_file()

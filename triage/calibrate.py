@@ -1,6 +1,6 @@
 """How much a rule match weighs in the verdict, measured on the labeled traces.
 
-    python -m retriage.triage.calibrate [TRACES_DIR]     # default tests/data/traces; writes taxonomy/rule_precision.toml
+    python -m retriage.triage.calibrate [TRACES_DIR]     # default: the checkout's tests/data/traces; writes taxonomy/rule_precision.toml
 
 For every labeled trace (manifest.toml, manifest_added.toml; never the held-out folder) the first matching rule's
 class (triage/verdict.rule_class) is compared with the trace's `expect_class`: per rule, how many traces it was
@@ -22,6 +22,7 @@ from retriage.triage import logtext
 from retriage.triage.verdict import PRECISION_FILE, Precision, decide
 
 MANIFESTS = ("manifest.toml", "manifest_added.toml")
+TRACES_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"  # the checkout's, wherever it runs
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.01)  # 1.01: rules never override
 MIN_TRACES = 2
 
@@ -107,12 +108,18 @@ def write(precision: Precision, scores: dict[float, float], model_accuracy: floa
     for rid in sorted(precision.counts):
         right, traces = precision.counts[rid]
         lines += [f'[rules."{rid}"]', f"right = {right}", f"traces = {traces}", ""]
-    path.write_text("\n".join(lines))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines))
+    tmp.replace(path)  # whole or not at all
 
 
 def main(argv: list[str]) -> None:
-    folder = Path(argv[0]) if argv else Path("tests/data/traces")
-    entries = labeled(folder)
+    folder = Path(argv[0]) if argv else TRACES_DIR
+    try:
+        entries = labeled(folder)
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+        sys.exit(f"calibrate: {folder}: no readable labeled traces ({' and '.join(MANIFESTS)}): "
+                 f"{getattr(e, 'strerror', None) or e}")
     ans = answers(folder, entries)
     precision, scores = calibrate(ans)
     model_accuracy = sum(a.model_class == a.expect_class for a in ans) / len(ans)
