@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from retriage.core.output import write_text_atomic
 from retriage.core.rule_class import rule_class
 from retriage.core.rules import Match, default_rules
 from retriage.triage import logtext
@@ -108,9 +109,7 @@ def write(precision: Precision, scores: dict[float, float], model_accuracy: floa
     for rid in sorted(precision.counts):
         right, traces = precision.counts[rid]
         lines += [f'[rules."{rid}"]', f"right = {right}", f"traces = {traces}", ""]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.replace(path)  # whole or not at all
+    write_text_atomic(path, "\n".join(lines))  # whole or not at all
 
 
 def main(argv: list[str]) -> None:
