@@ -125,7 +125,12 @@ def detection(y_true: list[str], y_pred: list[str], negative: str = "none") -> d
 
 
 def fix_recall(gold: list[str], predicted: list[list[str]], negative: str = "none") -> dict:
-    """Share of the issues whose label names a known fix that get that fix among the predicted ones."""
+    """Share of the issues whose label names a known fix that get that fix among the predicted ones ("recall",
+    over "n" such issues), and, over all issues, the share of the fix tags shown that are the label's
+    ("precision", over "shown" tags)."""
     pairs = [(g, p) for g, p in zip(gold, predicted) if g != negative]
     hit = sum(g in p for g, p in pairs)
-    return {"recall": round(hit / len(pairs), 4) if pairs else None, "n": len(pairs)}
+    shown = sum(len(set(p) - {negative}) for p in predicted)
+    right = sum(g in p for g, p in zip(gold, predicted) if g != negative)
+    return {"recall": round(hit / len(pairs), 4) if pairs else None, "n": len(pairs),
+            "precision": round(right / shown, 4) if shown else None, "shown": shown}

@@ -40,27 +40,39 @@ class Prediction:
     abstained: bool
     re_probs: dict = field(default_factory=dict)
     component_probs: dict = field(default_factory=dict)
-    known_fix: str = "none"  # the fix head's tag when it is confident enough, else "none"
-    known_fix_confidence: float = 0.0
+    known_fix: str = "none"  # the fix head's likeliest tag when it is confident enough that one applies, else "none"
+    known_fix_confidence: float = 0.0  # the head's probability that some known fix applies (1 - P("none"))
     fix_probs: dict = field(default_factory=dict)  # the fix head's probability per tag (empty: no fix head)
-    fix_threshold: float = 0.0  # the model's confidence threshold for the fix head's tag
+    fix_threshold: float = 0.0  # the model's threshold on that probability for the fix head's tag
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def fix_for(self, engine: str | None) -> tuple[str, float]:
-        """The fix head's tag for an issue of `engine`, and its confidence: each engine-bound tag's probability
-        goes to the tag it is on this engine (taxonomy.fix_tag_for_engine: device memory exhausted is one
-        phenomenon, `llamacpp_offload` on llama.cpp and `oom_four_step` elsewhere), then the best tag stands if
-        it is not "none" and reaches the threshold; ("none", 0.0) otherwise."""
+        """The fix head's tag for an issue of `engine`, and its confidence. The confidence is the head's
+        probability that some known fix applies (1 - P("none")); when it reaches the threshold, the likeliest tag
+        other than "none" stands, each engine-bound tag's probability pooled into the tag it is on this engine
+        (taxonomy.fix_tag_for_engine: device memory exhausted is one phenomenon, `llamacpp_offload` on llama.cpp
+        and `oom_four_step` elsewhere); ("none", 0.0) otherwise."""
         if not self.fix_probs:  # made without the head's probabilities: its tag, in the engine's terms
             if self.known_fix == "none":
                 return "none", 0.0
             return fix_tag_for_engine(self.known_fix, engine), self.known_fix_confidence
-        best, p = engine_fix(self.fix_probs, engine)
+        best, p = likeliest_fix(self.fix_probs, engine)
         if best == "none" or p < self.fix_threshold:
             return "none", 0.0
         return best, round(p, 4)
+
+
+def likeliest_fix(fix_probs: dict, engine: str | None) -> tuple[str, float]:
+    """The likeliest tag other than "none" for an issue of `engine` (engine-bound tags pooled; "none" when the
+    head names no other) and the probability that some known fix applies, 1 - P("none"). Which fix is a
+    separate question from whether one applies: a "none" that beats each tag alone may not beat them together."""
+    tags = {t: p for t, p in fix_probs.items() if t != "none"}
+    if not tags:
+        return "none", 0.0
+    best, _ = engine_fix(tags, engine)
+    return best, max(0.0, 1.0 - fix_probs.get("none", 0.0))
 
 
 def engine_fix(fix_probs: dict, engine: str | None) -> tuple[str, float]:
@@ -120,15 +132,15 @@ class IssueClassifier:
         return preds
 
     def add_known_fixes(self, preds: list[Prediction], z_fix: np.ndarray) -> None:
-        """Set each prediction's known-fix tag from the fix head's logits, where it is confident enough."""
+        """Set each prediction's fix-head probabilities and, where the head is confident enough that some known
+        fix applies, its likeliest tag (in no engine's terms: `Prediction.fix_for` gives the engine's)."""
         p = softmax(z_fix / self.fix_head.temperature_)
         for pred, row in zip(preds, p):
             pred.fix_probs = {t: float(x) for t, x in zip(self.fix_head.classes_, row)}
             pred.fix_threshold = self.fix_threshold
-            best = int(row.argmax())
-            tag = self.fix_head.classes_[best]
-            if tag != "none" and row[best] >= self.fix_threshold:
-                pred.known_fix, pred.known_fix_confidence = tag, round(float(row[best]), 4)
+            tag, confidence = likeliest_fix(pred.fix_probs, None)
+            if tag != "none" and confidence >= self.fix_threshold:
+                pred.known_fix, pred.known_fix_confidence = tag, round(confidence, 4)
 
     def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated probabilities from each head's logits."""

@@ -54,16 +54,17 @@ def eval_report(console, report) -> None:
 
 def generalisation_table(g) -> Table:
     """One split: each system's RE macro-F1 with its 95 % interval, per-class F1, resource-bug detection,
-    component macro-F1 and known-fix recall (fits 80 columns)."""
+    component macro-F1 and known-fix precision/recall (fits 80 columns)."""
     sources = ", ".join(f"{n} {k}" for k, n in sorted(g.test_sources.items()))
     t = Table(title=f"{g.name}: {g.description}; {g.n_train} train, {g.n_test} test ({sources})",
               title_justify="left")
-    for col in ("system", "RE F1", "95% CI", "F1 RE.1/2/3/4/none", "res. P/R", "comp F1", "fix rec."):
+    for col in ("system", "RE F1", "95% CI", "F1 RE.1/2/3/4/none", "res. P/R", "comp F1", "fix P/R"):
         t.add_column(col, justify="left" if col == "system" else "right", no_wrap=True)
     for name, s in g.systems.items():
         lo, hi = s.re_interval
         f1 = f"[bold]{s.re_macro_f1:.3f}[/]" if name == "model" else f"{s.re_macro_f1:.3f}"
-        fix = "-" if s.fix_recall is None or s.fix_recall["recall"] is None else f"{s.fix_recall['recall']:.2f}"
+        fix = "-" if s.fix_recall is None or s.fix_recall["recall"] is None else \
+            f"{s.fix_recall.get('precision') or 0:.2f}/{s.fix_recall['recall']:.2f}"
         per = " ".join(f"{s.re_per_class_f1[c]:.2f}" if c in s.re_per_class_f1 else " -  "
                        for c in ("RE.1", "RE.2", "RE.3", "RE.4", "none"))
         t.add_row(name.replace("_", " "), f1, f"{lo:.2f}-{hi:.2f}", per,

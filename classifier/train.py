@@ -41,6 +41,7 @@ NONE_WEIGHTS = (1.0, 0.8, 0.65, 0.5)
 MIN_PRECISION = 0.80  # the resource-bug detection precision the weight on `none` must keep (mean over the folds)
 MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)
+FIX_THRESHOLDS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the ones train tries on dev
 
 
 @dataclass
@@ -209,14 +210,15 @@ def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.
 
 
 def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Views], emb: list[np.ndarray]) -> float:
-    """The fix head's confidence threshold with the best F1 of the known-fix tags (rules and head together)
-    over the dev issues whose label names one or whose prediction does."""
+    """The fix head's threshold on the probability that some known fix applies (Prediction.fix_for) with the
+    best F1 of the known-fix tags (rules and head together) over the dev issues whose label names one or whose
+    prediction does; ties go to the lower threshold (the better recall)."""
     from retriage.classifier.predict import fixes_for
 
     preds = model.predict(v, emb)  # every prediction carries the head's probabilities
     want = [{e.known_fix} - {"none"} for e in dev]
     best_t, best_f = FIX_THRESHOLD, -1.0
-    for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+    for t in FIX_THRESHOLDS:
         for p in preds:
             p.fix_threshold = t
         f, _ = _fix_counts(want, [set(fixes_for(x, e.engine, p)) for e, x, p in zip(dev, v, preds)])

@@ -283,14 +283,31 @@ def test_the_fix_heads_memory_tag_is_the_engines_own():
 
 def test_the_memory_tags_probabilities_are_pooled_on_the_issues_engine():
     """Device memory exhausted is one phenomenon with an engine's own tag: the fix head's probabilities of the
-    two tags add up for the issue's engine, and that sum decides (here above "none", which neither tag beats
-    alone); without an engine nothing is pooled."""
+    two tags add up for the issue's engine, and that sum picks the tag (here over the arch tag, which each
+    memory tag alone loses to); without an engine nothing is pooled. The confidence is the probability that
+    some fix applies, 1 - P("none")."""
     from retriage.classifier.model import Prediction
 
     pred = Prediction("RE.1", 0.9, "model_loader", 0.8, False, known_fix="none", fix_threshold=0.3,
-                      fix_probs={"none": 0.4, "oom_four_step": 0.35, "llamacpp_offload": 0.25})
+                      fix_probs={"none": 0.4, "cuda_arch_mismatch": 0.28, "oom_four_step": 0.17,
+                                 "llamacpp_offload": 0.15})
     assert pred.fix_for("llama.cpp") == ("llamacpp_offload", 0.6)
     assert pred.fix_for("trtllm") == ("oom_four_step", 0.6)
-    assert pred.fix_for(None) == ("none", 0.0)
+    assert pred.fix_for(None) == ("cuda_arch_mismatch", 0.6)
     pred.fix_threshold = 0.7
     assert pred.fix_for("llama.cpp") == ("none", 0.0)
+
+
+def test_whether_a_fix_applies_is_decided_apart_from_which():
+    """A "none" that beats every tag alone but not the tags together leaves the likeliest tag standing (the
+    head is 0.6 sure some fix applies); a head sure of "none" names nothing at any threshold below it."""
+    from retriage.classifier.model import Prediction
+
+    split = Prediction("RE.3", 0.9, "operators", 0.8, False, fix_threshold=0.5,
+                       fix_probs={"none": 0.4, "nccl_debug": 0.35, "enforce_eager": 0.25})
+    assert split.fix_for("vllm") == ("nccl_debug", 0.6)
+    sure = Prediction("RE.3", 0.9, "operators", 0.8, False, fix_threshold=0.02,
+                      fix_probs={"none": 0.97, "nccl_debug": 0.02, "enforce_eager": 0.01})
+    assert sure.fix_for("vllm") == ("nccl_debug", 0.03)
+    sure.fix_threshold = 0.05
+    assert sure.fix_for("vllm") == ("none", 0.0)
