@@ -163,8 +163,9 @@ def _fix_counts(want: list[set], got: list[set]) -> tuple[float, float]:
 def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example], dev_views: list[Views]
                 ) -> tuple[float, float]:
     """(C, sparse weight) of the fix head with the best F1 of the known fixes on dev (the rules' tags and the
-    head's best tag together, as `retriage` shows them), rounded to two places; ties go to the better recall,
-    since a missing fix is what the known-fix recall counts."""
+    head's likeliest answer, `none` included, together: no threshold yet), rounded to two places; ties go to the
+    better recall, since a missing fix is what the known-fix recall counts. The threshold on the probability that
+    some fix applies, which decides what `retriage` shows, is chosen afterwards (choose_fix_threshold)."""
     rules = [x.fixes(e.engine) for e, x in zip(dev, dev_views)]
     want = [{e.known_fix} - {"none"} for e in dev]
     engines = [e.engine for e in dev]
