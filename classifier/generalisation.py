@@ -3,7 +3,7 @@
 For each split, the model is fitted anew on the split's training side with the shipped model's
 hyperparameters (nothing is chosen on the scored side), and scored beside the baselines, each fitted on the
 same training side: RE macro-F1 with a bootstrap 95 % interval, per-class F1, resource-bug detection,
-component macro-F1, and (for the model) known-fix recall.
+component macro-F1, and (for the model) known-fix precision and recall.
 """
 
 from __future__ import annotations
