@@ -130,7 +130,6 @@ def fix_recall(gold: list[str], predicted: list[list[str]], negative: str = "non
     ("precision", over "shown" tags)."""
     pairs = [(g, p) for g, p in zip(gold, predicted) if g != negative]
     hit = sum(g in p for g, p in pairs)
-    shown = sum(len(set(p) - {negative}) for p in predicted)
-    right = sum(g in p for g, p in zip(gold, predicted) if g != negative)
+    shown = sum(len(set(p) - {negative}) for p in predicted)  # a right tag shown is one of the hits
     return {"recall": round(hit / len(pairs), 4) if pairs else None, "n": len(pairs),
-            "precision": round(right / shown, 4) if shown else None, "shown": shown}
+            "precision": round(hit / shown, 4) if shown else None, "shown": shown}

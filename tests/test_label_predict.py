@@ -300,7 +300,8 @@ def test_the_memory_tags_probabilities_are_pooled_on_the_issues_engine():
 
 def test_whether_a_fix_applies_is_decided_apart_from_which():
     """A "none" that beats every tag alone but not the tags together leaves the likeliest tag standing (the
-    head is 0.6 sure some fix applies); a head sure of "none" names nothing at any threshold below it."""
+    head is 0.6 sure some fix applies); a head sure of "none" names its likeliest tag only at a threshold at or
+    below 1 - P("none")."""
     from retriage.classifier.model import Prediction
 
     split = Prediction("RE.3", 0.9, "operators", 0.8, False, fix_threshold=0.5,
