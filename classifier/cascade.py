@@ -242,7 +242,7 @@ def _store_full(con, model: IssueClassifier, group: list[tuple[Reading, int]], v
     e_re, e_comp = model.embedding_logits(emb)
     lex_re = np.vstack([r.lex_re[i] for r, i in group])
     lex_comp = np.vstack([r.lex_comp[i] for r, i in group])
-    preds = model.predictions(lex_re + e_re, lex_comp + e_comp)
+    preds = model.predictions(lex_re + e_re, lex_comp + e_comp, emb)
     if model.fix_head is not None and group[0][0].lex_fix is not None:
         z_fix = np.vstack([r.lex_fix[i] for r, i in group]) + np.hstack(emb) @ model.fix_head.w_dense_[
             : model.embedding_width]

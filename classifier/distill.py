@@ -100,13 +100,15 @@ class Answers:
 
 def answers(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: list[Views],
             embeddings: list[np.ndarray]) -> Answers:
-    """Both answers for issues `v` with their MiniLM view embeddings (the lexical part computed once)."""
+    """Both answers for issues `v` with their MiniLM view embeddings (the lexical part computed once): the fast
+    head's, and the full model's with its neighbours' votes."""
     lex_re, lex_comp = model.lexical_logits(v)
     full_re, full_comp = model.embedding_logits(embeddings)
     avgs, ids = head.static_features(static, v)
     fast_re, fast_comp = head.embedding_logits(avgs, ids)
-    p_re, p_comp = model.probabilities(lex_re + fast_re, lex_comp + fast_comp)
-    return Answers(p_re, p_comp, (lex_re + full_re).argmax(1), (lex_comp + full_comp).argmax(1), avgs)
+    p_re, p_comp = model.probabilities(lex_re + fast_re, lex_comp + fast_comp)  # no neighbours on the fast path
+    q_re, q_comp = model.probabilities(lex_re + full_re, lex_comp + full_comp, embeddings)
+    return Answers(p_re, p_comp, q_re.argmax(1), q_comp.argmax(1), avgs)
 
 
 def _margins_for(a: Answers, pick) -> tuple[float, float]:

@@ -81,7 +81,10 @@ def refit_answers(split: Split, tr_emb: list[np.ndarray], te_emb: list[np.ndarra
     from retriage.classifier.train import fit_classifier
 
     tr_v, te_v = [view_of(e) for e in split.train], [view_of(e) for e in split.test]
-    model = fit_classifier(split.train, tr_v, tr_emb, hyperparameters, calibrate=False)
+    # the heads' argmax does not depend on their calibration, but the neighbours' votes are mixed into calibrated
+    # probabilities, so a model with them is calibrated as the shipped one is
+    calibrate = (hyperparameters.get("nearest_labels") or {}).get("weight", 0) > 0
+    model = fit_classifier(split.train, tr_v, tr_emb, hyperparameters, calibrate=calibrate)
     preds = model.predict(te_v, te_emb)
     return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
             "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(split.test, te_v, preds)]}

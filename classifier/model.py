@@ -1,4 +1,5 @@
-"""The issue classifier: features -> two calibrated heads (RE class, component) -> predictions with abstention.
+"""The issue classifier: features -> two calibrated heads (RE class, component), with the votes of the nearest
+labeled issues mixed in (classifier/nearest_labels.py) -> predictions with abstention.
 
 The trained model lives in classifier/model/ as `weights.npz` (arrays only, loaded with allow_pickle=False) and
 `meta.json`; `model_version` is a hash of their content. Embeddings are passed in, not computed here: callers
@@ -20,6 +21,7 @@ from retriage.classifier import model_dir, shipped_model_dir  # noqa: F401 - shi
 from retriage.classifier.embed import DIM
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features
 from retriage.classifier.head import LinearHead, softmax
+from retriage.classifier.nearest_labels import NearestLabels
 from retriage.core.errors import UserError
 from retriage.taxonomy import fix_tag_for_engine
 
@@ -88,13 +90,15 @@ def engine_fix(fix_probs: dict, engine: str | None) -> tuple[str, float]:
 
 class IssueClassifier:
     def __init__(self, tfidf: Tfidf, re_head: LinearHead, component_head: LinearHead, threshold: float,
-                 meta: dict | None = None, fix_head: LinearHead | None = None, fix_threshold: float = 1.0):
+                 meta: dict | None = None, fix_head: LinearHead | None = None, fix_threshold: float = 1.0,
+                 nearest_labels: NearestLabels | None = None):
         self.tfidf = tfidf
         self.re_head = re_head
         self.component_head = component_head
         self.threshold = threshold
         self.fix_head = fix_head  # known-fix tag from the same features (optional: older models have none)
         self.fix_threshold = fix_threshold
+        self.nearest_labels = nearest_labels  # the labeled issues' votes (optional: older models and the fast path have none)
         self.meta = dict(meta or {})
         self.folder: Path | None = None  # where it was loaded from or saved to
 
@@ -125,7 +129,7 @@ class IssueClassifier:
         """Predictions for issues given their views and the embeddings of each view (VIEW_FIELDS order)."""
         lr, lc = self.lexical_logits(v)
         er, ec = self.embedding_logits(embeddings)
-        preds = self.predictions(lr + er, lc + ec)
+        preds = self.predictions(lr + er, lc + ec, embeddings)
         if self.fix_head is not None and preds:
             dense = dense_features(embeddings, v)
             self.add_known_fixes(preds, self.fix_head.logits(dense, [self.tfidf.transform_one(x.lexical) for x in v]))
@@ -142,13 +146,20 @@ class IssueClassifier:
             if tag != "none" and confidence >= self.fix_threshold:
                 pred.known_fix, pred.known_fix_confidence = tag, round(confidence, 4)
 
-    def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Calibrated probabilities from each head's logits."""
-        return softmax(z_re / self.re_head.temperature_), softmax(z_comp / self.component_head.temperature_)
+    def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray, embeddings: list[np.ndarray] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated probabilities from each head's logits; given the issues' view embeddings, with the nearest
+        labeled issues' votes mixed in (a model without neighbours, or the fast path, which has no embeddings,
+        gives the heads' alone)."""
+        pr, pc = softmax(z_re / self.re_head.temperature_), softmax(z_comp / self.component_head.temperature_)
+        if self.nearest_labels is not None and embeddings is not None and len(embeddings):
+            pr, pc = self.nearest_labels.mix(pr, pc, embeddings)
+        return pr, pc
 
-    def predictions(self, z_re: np.ndarray, z_comp: np.ndarray) -> list[Prediction]:
-        """Predictions from each head's logits."""
-        pr, pc = self.probabilities(z_re, z_comp)
+    def predictions(self, z_re: np.ndarray, z_comp: np.ndarray, embeddings: list[np.ndarray] | None = None
+                    ) -> list[Prediction]:
+        """Predictions from each head's logits (and the view embeddings, for the neighbours' votes)."""
+        pr, pc = self.probabilities(z_re, z_comp, embeddings)
         out = []
         for i in range(len(pr)):
             r, c = int(pr[i].argmax()), int(pc[i].argmax())
@@ -178,6 +189,8 @@ class IssueClassifier:
         arrays.update(self.component_head.to_arrays("component"))
         if self.fix_head is not None:
             arrays.update(self.fix_head.to_arrays("fix"))
+        if self.nearest_labels is not None:
+            arrays.update(self.nearest_labels.to_arrays())
         tmp = folder / (WEIGHTS + ".tmp.npz")
         np.savez(tmp, **arrays)  # uncompressed: loads in a few ms
         vocab_text = "\n".join(self.tfidf.vocab_) + "\n"
@@ -185,6 +198,10 @@ class IssueClassifier:
                     threshold=self.threshold)
         if self.fix_head is not None:
             meta.update(fix_tags=self.fix_head.classes_, fix_threshold=self.fix_threshold)
+        if self.nearest_labels is not None:
+            meta["nearest_labels"] = self.nearest_labels.settings
+        else:
+            meta.pop("nearest_labels", None)
         meta.pop("model_version", None)
         h = hashlib.sha256(tmp.read_bytes())
         h.update(vocab_text.encode())
@@ -225,8 +242,10 @@ class IssueClassifier:
             re_head = LinearHead.from_arrays(arrays, "re", meta["re_classes"])
             comp_head = LinearHead.from_arrays(arrays, "component", meta["components"])
             fix_head = LinearHead.from_arrays(arrays, "fix", meta["fix_tags"]) if "fix_tags" in meta else None
+            nearest_labels = (NearestLabels.from_arrays(arrays, meta["nearest_labels"], len(meta["re_classes"]),
+                                                 len(meta["components"])) if "nearest_labels" in meta else None)
             model = cls(tfidf, re_head, comp_head, float(meta["threshold"]), meta, fix_head,
-                        float(meta.get("fix_threshold", 1.0)))
+                        float(meta.get("fix_threshold", 1.0)), nearest_labels)
         except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
             raise UserError(f"damaged model in {folder}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                             ) from None

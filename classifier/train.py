@@ -1,9 +1,10 @@
 """Training: labeled set -> embeddings (cached) -> features -> two heads -> abstain threshold -> saved model.
 
 Each head's regularisation strength, TF-IDF weight and blend are chosen by the mean macro-F1 over blocked folds
-(the dev split and three stretches of the training side: classifier/dataset.py); the held-out fit, on the
-training side alone, never sees the dev split, which picks the abstain and fix thresholds and gives the dev
-figures. The shipped model is then fitted with the same settings on every labeled issue. Last, the fast head of
+(the dev split and three stretches of the training side: classifier/dataset.py), then on the same folds the
+settings of the nearest labeled issues' votes mixed into the heads' answers (classifier/nearest_labels.py);
+the held-out fit, on the training side alone, never sees the dev split, which picks the abstain and fix
+thresholds and gives the dev figures. The shipped model is then fitted with the same settings on every labeled issue. Last, the fast head of
 `retriage classify` is distilled from the new model (classifier/distill.py) and saved beside it.
 """
 
@@ -27,6 +28,8 @@ from retriage.classifier.metrics import Scores, score
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, Views, dense_features, views
 from retriage.classifier.head import LinearHead, softmax
 from retriage.classifier.model import HELD_OUT, IssueClassifier, engine_fix
+from retriage.classifier.nearest_labels import SETTING_KEYS as NEAREST_KEYS
+from retriage.classifier.nearest_labels import NearestLabels, views_of_dense
 from retriage.core.errors import UserError
 from retriage.core.paths import models_dir
 from retriage.taxonomy import LABELS_DIR, component_ids, fix_tag_ids, re_class_ids
@@ -42,6 +45,12 @@ MIN_PRECISION = 0.80  # the resource-bug detection precision the weight on `none
 MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
 FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on dev)
 FIX_THRESHOLDS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the ones train tries on dev
+# the nearest labeled issues' votes (classifier/nearest_labels.py): how many, how sharply similarity weighs, how much
+# a vote is divided by its class's frequency, and how much of the answer they make (0: none)
+NEAREST_K = (5, 10, 20)
+NEAREST_TEMPERATURES = (0.05, 0.1)
+NEAREST_BALANCES = (0.5, 1.0)
+NEAREST_WEIGHTS = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6)
 
 
 @dataclass
@@ -205,9 +214,62 @@ def fit_classifier(examples: list[Example], v: list[Views], embeddings: list[np.
         if h is not None:
             heads[target] = head_for(h, calibrate).fit(dense, sparse, [getattr(e, target) for e in examples],
                                                        classes).scale_prior("none", h.get("none_weight", 1.0))
+    nearest_labels = None
+    if (hyperparameters.get("nearest_labels") or {}).get("weight", 0) > 0:
+        nearest_labels = NearestLabels.fit(embeddings if len(embeddings) else views_of_dense(dense),
+                                           [e.re_class for e in examples], [e.component for e in examples],
+                                           heads["re_class"].classes_, heads["component"].classes_,
+                                           hyperparameters["nearest_labels"])
     return IssueClassifier(tfidf, heads["re_class"], heads["component"], threshold=0.0,
                            fix_head=heads.get("known_fix"),
-                           fix_threshold=hyperparameters.get("known_fix", {}).get("threshold", FIX_THRESHOLD))
+                           fix_threshold=hyperparameters.get("known_fix", {}).get("threshold", FIX_THRESHOLD),
+                           nearest_labels=nearest_labels)
+
+
+def _search_nearest_labels(examples: list[Example], v: list[Views], dense: np.ndarray,
+                           folds: list[tuple[list[int], list[int]]], heads: dict) -> dict:
+    """The nearest labeled issues' vote settings (NEAREST_*) with the best mean over the folds of the RE and component
+    macro-F1 together, among those that keep the mean resource-bug detection precision at MIN_PRECISION or more
+    (weight 0, the heads alone, is one of them). Each fold's heads are fitted calibrated, with the settings
+    `heads` ({"re_class", "component"}), on the fold's other issues; the votes come from those issues too."""
+    from retriage.classifier.metrics import detection, macro_f1
+    from retriage.classifier.nearest_labels import representation, votes
+
+    re_ids, comp_ids = re_class_ids(), component_ids()
+    grid = [(k, t, b, w) for k in NEAREST_K for t in NEAREST_TEMPERATURES for b in NEAREST_BALANCES
+            for w in NEAREST_WEIGHTS if w > 0] + [(NEAREST_K[0], NEAREST_TEMPERATURES[0], NEAREST_BALANCES[0], 0.0)]
+    totals = {g: [0.0, 0.0] for g in grid}  # mean (RE + component) / 2, mean detection precision
+    rep = representation(views_of_dense(dense))
+    for train_rows, val_rows in folds:
+        tr = [examples[i] for i in train_rows]
+        tfidf = Tfidf().fit([v[i].lexical for i in train_rows])
+        m = fit_classifier(tr, [], [], {"re_class": heads["re_class"], "component": heads["component"]},
+                           features=(tfidf, dense[train_rows], tfidf.transform([v[i].lexical for i in train_rows])))
+        va_v, va_emb = [v[i] for i in val_rows], views_of_dense(dense[val_rows])
+        lr, lc = m.lexical_logits(va_v)
+        er, ec = m.embedding_logits(va_emb)
+        p_re, p_comp = m.probabilities(lr + er, lc + ec)
+        s = rep[val_rows] @ rep[train_rows].T
+        y_re = np.array([m.re_head.classes_.index(e.re_class) for e in tr])
+        y_comp = np.array([m.component_head.classes_.index(e.component) for e in tr])
+        gold_re = [examples[i].re_class for i in val_rows]
+        gold_comp = [examples[i].component for i in val_rows]
+        for k in NEAREST_K:
+            for t in NEAREST_TEMPERATURES:
+                for b in NEAREST_BALANCES:
+                    v_re = votes(s, y_re, len(m.re_head.classes_), k, t, b)
+                    v_comp = votes(s, y_comp, len(m.component_head.classes_), k, t, b)
+                    for w in NEAREST_WEIGHTS:
+                        if (k, t, b, w) not in totals:
+                            continue
+                        pred_re = [m.re_head.classes_[i] for i in ((1 - w) * p_re + w * v_re).argmax(1)]
+                        pred_comp = [m.component_head.classes_[i] for i in ((1 - w) * p_comp + w * v_comp).argmax(1)]
+                        f = (macro_f1(gold_re, pred_re, re_ids) + macro_f1(gold_comp, pred_comp, comp_ids)) / 2
+                        totals[(k, t, b, w)][0] += f / len(folds)
+                        totals[(k, t, b, w)][1] += detection(gold_re, pred_re)["precision"] / len(folds)
+    kept = [g for g in grid if totals[g][1] >= MIN_PRECISION] or grid[-1:]
+    best = max(kept, key=lambda g: round(totals[g][0], 9))  # max keeps the first of equal ones
+    return dict(zip(NEAREST_KEYS, best), folds_score=round(totals[best][0], 4))
 
 
 def choose_fix_threshold(model: IssueClassifier, dev: list[Example], v: list[Views], emb: list[np.ndarray]) -> float:
@@ -273,13 +335,20 @@ SETTING_KEYS = {"re_class": ("C", "sparse_weight", "lexical_C", "lexical_blend",
 
 def kept_settings(hyperparameters: dict) -> dict:
     """The heads' settings of a model's meta["hyperparameters"], without the thresholds that training chooses
-    again; a ValueError names what a head lacks."""
+    again, and the settings of its nearest labeled issues' votes if it has them (else training chooses them); a ValueError names what a
+    head lacks."""
     out = {}
     for head, keys in SETTING_KEYS.items():
         h = hyperparameters.get(head) or {}
         if "C" not in h or "sparse_weight" not in h:
             raise ValueError(f"the model's settings lack the {head} head's C or sparse_weight")
         out[head] = {k: h[k] for k in keys if k in h}
+    n = hyperparameters.get("nearest_labels")
+    if n:
+        missing = [k for k in NEAREST_KEYS if k not in n]
+        if missing:
+            raise ValueError(f"the model's nearest-label settings lack {', '.join(missing)}")
+        out["nearest_labels"] = {k: n[k] for k in NEAREST_KEYS}
     return out
 
 
@@ -322,6 +391,8 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
                                            classes, folds, none_weight=target == "re_class")
         c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
         chosen["known_fix"] = {"C": c, "sparse_weight": sw}
+    if "nearest_labels" not in chosen:  # on the same folds, with the heads' settings just chosen (or kept)
+        chosen["nearest_labels"] = _search_nearest_labels(every, tr_v + dv_v, dense_every, folds, chosen)
     # the held-out model: fitted on the training side only; the thresholds and the dev figures are its
     held_out = fit_classifier(tr, tr_v, tr_emb, chosen, features=(tfidf, dense_tr, sparse_tr))
     held_out.fix_threshold = chosen["known_fix"]["threshold"] = choose_fix_threshold(held_out, dv, dv_v, dv_emb)

@@ -31,9 +31,11 @@ def train(
                                "blocked folds) and the thresholds (on the dev split, with a fit that never saw it, "
                                "saved in held_out/), fit the model on every label, the dev split included."),
     keep_settings: bool = typer.Option(False, "--keep-settings", help="Use the heads' settings of --model "
-                                       "(default: the shipped model) instead of searching them on the folds; the "
-                                       "thresholds are still chosen on the dev split. For a few added labels: "
-                                       "faster, and the settings do not move with one more example."),
+                                       "(default: the shipped model), and those of its nearest labeled issues' "
+                                       "votes, instead of searching them on the folds (a model without votes gets "
+                                       "them searched); the thresholds are still chosen on the dev split. For a "
+                                       "few added labels: faster, and the settings do not move with one more "
+                                       "example."),
 ):
     """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
     without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the
@@ -82,6 +84,10 @@ def train(
                 f"{result.model.threshold:.2f}; coverage {result.coverage:.0%})")
         for target, s in result.dev.items():
             c.print(scores_table(target, {"model": s}))
+        n = result.model.meta.get("hyperparameters", {}).get("nearest_labels") or {}
+        c.print(f"nearest labeled issues' votes: weight {n.get('weight', 0):g}" + (
+            f" ({n['k']} nearest, temperature {n['temperature']:g}, balance {n['balance']:g})"
+            if n.get("weight") else " (the heads alone)"))
     if fast:
         judged = " (its gate chosen with the fit without the dev split)" if trained.meta.get("refit_on_dev") else ""
         c.print(f"fast path of `retriage classify` for model {trained.version}{judged}, on {fast.n} dev issues: "
