@@ -403,3 +403,14 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
         IssueClassifier.load(tmp_path / "m1").held_out()
 
     assert {p.name: p.read_bytes() for p in shipped_model_dir().iterdir() if p.is_file()} == shipped_files
+
+
+def test_fix_threshold_is_the_highest_that_keeps_the_recall():
+    from retriage.classifier.train import highest_keeping_recall
+
+    # recall falls as the threshold rises; the rule keeps the most precise threshold still at the floor
+    recalls = {0.15: 0.90, 0.25: 0.82, 0.4: 0.80, 0.6: 0.67, 0.9: 0.30}
+    assert highest_keeping_recall(recalls, 0.80) == 0.4
+    assert highest_keeping_recall(recalls, 0.81) == 0.25
+    assert highest_keeping_recall(recalls, 0.95) == 0.15  # none reaches it: the lowest, the best recall there is
+    assert highest_keeping_recall({0.3: 0.85, 0.5: 0.85}, 0.80) == 0.5
