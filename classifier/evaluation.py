@@ -81,17 +81,19 @@ def read_gold(path: Path, con=None) -> list[Example]:
         r = _gold_line(line, path, n, classes, comps)
         repo, number, re_class, component = r["repo"], r["number"], r["re_class"], r["component"]
         title, body = r.get("title"), r.get("body") if "body" in r else r.get("text")
+        source = "real" if "body" in r else "external"  # the form of record, as in the labeled set
         if title is None and body is None:
             row = None
             if con is not None:
                 row = con.execute("SELECT title, body FROM issues WHERE repo = ? AND number = ?", [repo, number]).fetchone()
+                source = "database"
             if row is None and (repo, number) in snap:
-                row = (snap[(repo, number)]["title"], snap[(repo, number)]["body"])
+                row, source = (snap[(repo, number)]["title"], snap[(repo, number)]["body"]), "corpus"
             if row is None:
                 raise UsageError(f"{path}:{n}: no text for {repo}#{number} (give title/body, or import the issue)")
             title, body = row
         out.append(Example(repo, number, r.get("html_url", ""), title or "", body or "", re_class, component,
-                           r.get("known_fix", "none")))
+                           r.get("known_fix", "none"), source=source))
     if not out:
         raise UsageError(f"{path}: no gold labels")
     return out

@@ -264,6 +264,23 @@ def test_eval_bad_gold_file_is_one_line(tmp_path):
     one_line_error(run_cli("eval", "--gold", str(path), db=tmp_path / "x.duckdb"))
 
 
+def test_a_gold_files_issues_are_counted_by_where_their_text_came_from(tmp_path):
+    """eval --gold says where each issue's text came from: its own body (a real-issue record), a summary's
+    `text`, or the bundled snapshot (a corpus issue); it never calls a record with its own body a corpus issue."""
+    from retriage.classifier.dataset import snapshot_index
+    from retriage.classifier.evaluation import read_gold
+
+    corpus_key = next(iter(snapshot_index()))
+    path = tmp_path / "gold.jsonl"
+    lines = [{"repo": "NVIDIA/TensorRT-LLM", "number": 9, "title": "t", "body": "CUDA out of memory",
+              "re_class": "RE.1", "component": "engine_setup"},
+             {"repo": "NVIDIA/TensorRT-LLM", "number": 10, "text": "a summary", "re_class": "none",
+              "component": "other"},
+             {"repo": corpus_key[0], "number": corpus_key[1], "re_class": "none", "component": "other"}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [e.source for e in read_gold(path)] == ["real", "external", "corpus"]
+
+
 def test_the_fix_heads_memory_tag_is_the_engines_own():
     """The fix head reads no engine; its memory-exhausted tag is shown as the issue's engine's own fix, after
     the rules' tags, and a rule's tag is not repeated."""
