@@ -1,5 +1,5 @@
 """Inter-annotator agreement: Cohen's kappa per field between the first labels and an independent second
-reader, before disagreements were settled. Five studies, each a pair of files in taxonomy/agreement/:
+reader, before disagreements were settled. Six studies, each a pair of files in taxonomy/agreement/:
 
 - "corpus": second_reader.jsonl / adjudication.jsonl, 150 random issues of the corpus batches;
 - "real": second_reader_real.jsonl / adjudication_real.jsonl, 150 random issues of the records laid out as
@@ -9,7 +9,9 @@ reader, before disagreements were settled. Five studies, each a pair of files in
 - "set_3": second_reader_set_3.jsonl / adjudication_set_3.jsonl, 150 random issues of the third set
   (real_trtllm_3, real_recent_3, batch_11);
 - "set_4": second_reader_set_4.jsonl / adjudication_set_4.jsonl, 150 random issues of the fourth set
-  (real_trtllm_4, real_recent_4), read by two second readers (75 each).
+  (real_trtllm_4, real_recent_4), read by two second readers (75 each);
+- "set_5": second_reader_set_5.jsonl / adjudication_set_5.jsonl, 150 random issues of the fifth set
+  (real_trtllm_5, real_recent_5), read by two second readers (75 each).
 
 An adjudication file records each settled value and the first reader's original one."""
 
@@ -33,7 +35,7 @@ def kappa(a: list[str], b: list[str]) -> float:
     return 1.0 if pe == 1 else (po - pe) / (1 - pe)
 
 
-STUDIES = {"corpus": "", "real": "_real", "real_2": "_real_2", "set_3": "_set_3", "set_4": "_set_4"}
+STUDIES = {"corpus": "", "real": "_real", "real_2": "_real_2", "set_3": "_set_3", "set_4": "_set_4", "set_5": "_set_5"}
 ADJUDICATION_KEYS = ("repo", "number", "field", "first", "second", "settled")
 
 
