@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python bench/report
 	$(BIN)/python bench/generalisation
 	$(BIN)/python bench/newest
+	$(BIN)/python bench/newset
 	$(BIN)/python bench/duplicates
 	sh bench/mine
 	sh bench/concurrency --db retriage.duckdb  # needs the demo database (`make demo`)
