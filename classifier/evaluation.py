@@ -11,7 +11,7 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.features import Views, views
-from retriage.classifier.generalisation import SplitReport, baseline_answers, evaluate_split, system_scores
+from retriage.classifier.generalisation import SplitReport, baseline_answers, evaluate_split, per_engine, system_scores
 from retriage.classifier.predict import fixes_for
 from retriage.classifier.result_cache import examples_material, is_answers, remember
 from retriage.core.errors import UsageError
@@ -183,6 +183,7 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     for name, a in predicted.items():
         report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"],
                                                      answers["fixes"] if name == "model" else None)
+    report.summary.per_engine = per_engine(gold, answers["re_class"])
     advance()
     if generalisation and gold_path is None:
         from retriage.classifier.splits import generalisation_splits

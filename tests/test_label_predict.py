@@ -240,6 +240,12 @@ def test_eval_json_prints_model_and_three_baselines(eval_run):
     assert {e.re_class for e in gold} == set(re_class_ids())
     assert report["n"] == len(gold) and report["n_train"] == len(team) - len(gold)
     assert report["seen_in_training"] == len(gold), "the shipped model is fitted on the dev split too"
+    engines = report["summary"]["model_per_engine"]  # the gold issues' figures per engine, as the splits have
+    assert set(engines) == {e.engine for e in gold}
+    assert sum(d["n"] for d in engines.values()) == len(gold)
+    for engine, d in engines.items():
+        mine = [e for e in gold if e.engine == engine]
+        assert d["detection"]["positives"] == sum(e.re_class != "none" for e in mine), engine
     for target in ("re_class", "component"):
         systems = report["scores"][target]
         assert set(systems) == {"model", "majority", "keyword_rules", "tfidf_logreg"}
