@@ -49,8 +49,17 @@ def keyword_patterns() -> list[tuple[str, str, re.Pattern]]:
 
 
 def keyword_vector(text: str) -> np.ndarray:
+    """The keyword signals of a text (a read-only array: the same text's vector is remembered, since a refit and
+    its predictions meet the same issues several times)."""
+    return _keyword_vector(text)
+
+
+@lru_cache(maxsize=16384)
+def _keyword_vector(text: str) -> np.ndarray:
     folded = fold(text)
-    return np.array([1.0 if p.search(folded) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
+    v = np.array([1.0 if p.search(folded) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
+    v.flags.writeable = False
+    return v
 
 
 def tokens(text: str) -> list[str]:

@@ -150,11 +150,17 @@ def baseline_answers(train: list[Example], test: list[Example], view_of: Callabl
             lexical[side] = [view_of(e).lexical for e in (train if side == "train" else test)]
         return lexical[side]
 
+    matrices: list[tuple] = []  # the TF-IDF features of both sides, fitted once for both targets
+
+    def tfidf_logreg(y: list[str]) -> list[str]:
+        if not matrices:
+            matrices.append(metrics.tfidf_matrices(texts("train"), texts("test")))
+        return metrics.tfidf_logreg(texts("train"), y, texts("test"), matrices[0])
+
     out: dict[str, dict[str, list[str]]] = {"tfidf_logreg": {}, "keyword_rules": {}, "majority": {}}
     for target in ("re_class", "component"):
         y = [getattr(e, target) for e in train]
-        out["tfidf_logreg"][target] = cached_baseline(
-            "tfidf_logreg", train, test, lambda: metrics.tfidf_logreg(texts("train"), y, texts("test")), target)
+        out["tfidf_logreg"][target] = cached_baseline("tfidf_logreg", train, test, lambda: tfidf_logreg(y), target)
         out["keyword_rules"][target] = cached_baseline(
             "keyword_rules", [], test, lambda: metrics.keyword_rules(texts("test"), target), target)
         out["majority"][target] = metrics.majority(y, len(test))

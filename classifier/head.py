@@ -1,16 +1,23 @@
 """A calibrated linear softmax head: fitted with scikit-learn, applied with numpy, stored as plain arrays.
 
 `fit` trains a class-weighted multinomial logistic regression on [dense | sparse TF-IDF] features and then a
-temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. With
-`lexical_blend` > 0 it also fits a second logistic regression on the TF-IDF block alone and adds its logits,
-scaled by the blend, to the first's: a sum of two linear maps is one linear map, so the second is folded into
-the TF-IDF weights and the bias, and the head keeps its shape (the embedding weights are the first model's).
+temperature on out-of-fold logits (5-fold), so that `predict_proba` gives calibrated confidences. Each fold's
+solver starts from the full fit's weights (the loss is strictly convex, so the optimum is the same; from there a
+fold takes 2-3 Newton steps instead of 5-7). With `lexical_blend` > 0 it also fits a second logistic regression
+on the TF-IDF block alone and adds its logits, scaled by the blend, to the first's: a sum of two linear maps is one
+linear map, so the second is folded into the TF-IDF weights and the bias, and the head keeps its shape (the
+embedding weights are the first model's).
 The weights are kept as arrays (no pickle): `to_arrays` / `from_arrays` round-trip them through an .npz file.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+
+# Newton's method with conjugate gradients reaches the optimum in 5-7 steps on these problems (a few thousand issues,
+# ~21,000 columns) where lbfgs took 30-70 and stopped short of it: 1.5 to 11 times faster here (bench/eval).
+SOLVER = "newton-cg"
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -38,12 +45,12 @@ class LinearHead:
     (scikit-learn's shape); `sparse_weight` scales the TF-IDF block against the dense block (folded into the
     weights, so prediction takes unscaled TF-IDF rows); `lexical_C` and `lexical_blend` are the regularisation
     strength and the weight of the TF-IDF-only model (blend 0: none); `calibrate=False` skips the temperature
-    (T = 1)."""
+    (T = 1); `solver`: scikit-learn's name of the optimiser (bench/eval compares them)."""
 
     def __init__(self, C: float = 8.0, sparse_weight: float = 1.0, calibrate: bool = True, seed: int = 0,
-                 lexical_C: float = 10.0, lexical_blend: float = 0.0):
+                 lexical_C: float = 10.0, lexical_blend: float = 0.0, solver: str = SOLVER):
         self.C, self.sparse_weight, self.calibrate, self.seed = C, sparse_weight, calibrate, seed
-        self.lexical_C, self.lexical_blend = lexical_C, lexical_blend
+        self.lexical_C, self.lexical_blend, self.solver = lexical_C, lexical_blend, solver
 
     def fit(self, dense: np.ndarray, sparse, y: list[str], classes: list[str]) -> "LinearHead":
         """Fit on [dense | sparse] features; `classes` orders the labels (those absent from `y` are dropped)."""
@@ -56,29 +63,34 @@ class LinearHead:
         X = hstack([csr_matrix(dense), sparse * self.sparse_weight]).tocsr()
         nd = dense.shape[1]
 
-        def fitted(rows) -> tuple:
+        def regression(C: float, start) -> "LogisticRegression":
+            r = LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=self.seed,
+                                   solver=self.solver, warm_start=start is not None)
+            if start is not None:  # the solver starts from the full fit's weights (same classes, same columns)
+                r.coef_, r.intercept_ = start.coef_.copy(), start.intercept_.copy()
+            return r
+
+        def fitted(rows, start: tuple = (None, None)) -> tuple:
             """The model on [dense | weighted TF-IDF] and, with a blend, the TF-IDF-only model, fitted on `rows`
-            (so both on the same classes)."""
-            m = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=self.seed)
-            m.fit(X[rows], yi[rows])
+            (so both on the same classes); `start`: fitted models whose weights the solver starts from."""
+            m = regression(self.C, start[0]).fit(X[rows], yi[rows])
             if self.lexical_blend <= 0:
                 return m, None
-            lex = LogisticRegression(C=self.lexical_C, class_weight="balanced", max_iter=2000,
-                                     random_state=self.seed).fit(sparse[rows], yi[rows])
-            return m, lex
+            return m, regression(self.lexical_C, start[1]).fit(sparse[rows], yi[rows])
 
+        m, lex = fitted(np.arange(len(y)))
         temperature = 1.0
         if self.calibrate:  # out-of-fold logits for the temperature
             oof = np.zeros((len(y), len(present)))
             n_splits = max(2, min(5, int(np.bincount(yi).min())))
             for tr, te in StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=self.seed).split(X, yi):
-                m, lex = fitted(tr)
-                z = m.decision_function(X[te])
-                if lex is not None:
-                    z = z + self.lexical_blend * lex.decision_function(sparse[te])
-                oof[np.ix_(te, m.classes_)] = z
+                whole = len(np.unique(yi[tr])) == len(present)  # a fold without some class starts cold
+                fm, flex = fitted(tr, (m, lex) if whole else (None, None))
+                z = fm.decision_function(X[te])
+                if flex is not None:
+                    z = z + self.lexical_blend * flex.decision_function(sparse[te])
+                oof[np.ix_(te, fm.classes_)] = z
             temperature = _fit_temperature(oof, yi)
-        m, lex = fitted(np.arange(len(y)))
         coef, bias = m.coef_.T.copy(), m.intercept_.copy()  # (n_features, k)
         coef[nd:] *= self.sparse_weight  # so that prediction takes unweighted TF-IDF rows
         if lex is not None:  # the sum of the two linear maps, folded into one

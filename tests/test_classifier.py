@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriage.classifier import current_model_version
+from retriage.classifier import current_model_version, metrics
 from retriage.classifier.dataset import label_files, load_gold, read_labels, snapshot_index, split
 from retriage.classifier.embed import NumpyMiniLM
 from retriage.classifier.features import VIEW_FIELDS, Tfidf, dense_features, keyword_vector, rule_vector, views
-from retriage.classifier.head import LinearHead
+from retriage.classifier.head import SOLVER, LinearHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
 from retriage.taxonomy import canonical_repo, component_ids, fix_tag_ids, re_class_ids, resource_class_ids
 
@@ -123,6 +123,41 @@ def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path)
     assert head.temperature_ > 0 and set(head.classes_) <= set(component_ids())
 
 
+def test_the_solvers_reach_the_same_head(gold):
+    """Newton-CG (the default) and lbfgs minimise the same strictly convex loss, with the calibration folds warm
+    started from the full fit: the two heads' weights, temperatures and answers agree (a solver or a warm start that
+    fitted something else, e.g. folds starting from another class order, would not)."""
+    train, dev = split(gold)
+    train = shortest([e for e in train if e.source == "corpus"], 300)  # a class with one issue: a fold without it
+    dev = shortest(dev, 60)
+    vt, vd = [views(e.title, e.body) for e in train], [views(e.title, e.body) for e in dev]
+    tfidf = Tfidf().fit([x.lexical for x in vt])
+    dense_t = np.array([keyword_vector(x.lexical) for x in vt], dtype=np.float32)
+    dense_d = np.array([keyword_vector(x.lexical) for x in vd], dtype=np.float32)
+    rows = [tfidf.transform_one(x.lexical) for x in vd]
+    y = [e.re_class for e in train]
+    heads = {solver: LinearHead(C=2.0, sparse_weight=2.0, lexical_blend=0.3, solver=solver).fit(
+        dense_t, tfidf.transform([x.lexical for x in vt]), y, re_class_ids()) for solver in ("newton-cg", "lbfgs")}
+    a, b = heads["newton-cg"], heads["lbfgs"]
+    assert a.classes_ == b.classes_ and len(a.classes_) >= 3
+    assert abs(a.temperature_ - b.temperature_) / b.temperature_ < 0.1
+    pa, pb = a.predict_proba(dense_d, rows), b.predict_proba(dense_d, rows)
+    assert np.abs(pa - pb).max() < 0.05
+    assert (pa.argmax(axis=1) == pb.argmax(axis=1)).mean() >= 0.95
+
+
+def test_the_tfidf_baseline_gives_the_same_answers_with_its_matrices_shared(gold):
+    train, dev = split(gold)
+    train, dev = train[::6], dev[::10]  # every class of both targets, a few seconds
+    tr, te = [views(e.title, e.body).lexical for e in train], [views(e.title, e.body).lexical for e in dev]
+    matrices = metrics.tfidf_matrices(tr, te)
+    for target in ("re_class", "component"):
+        y = [getattr(e, target) for e in train]
+        alone = metrics.tfidf_logreg(tr, y, te)
+        assert metrics.tfidf_logreg(tr, y, te, matrices) == alone
+        assert len(alone) == len(te) and len(set(alone)) >= 2
+
+
 def test_scale_prior_multiplies_the_odds_of_one_class_only(gold):
     train = shortest([e for e in split(gold)[0] if e.source == "corpus"], 200)
     vt = [views(e.title, e.body) for e in train]
@@ -159,9 +194,10 @@ def test_blended_head_is_the_sum_of_its_two_models(gold):
         dense_t, sparse_t, y, component_ids())
     plain = LinearHead(C=2.0, sparse_weight=2.0, calibrate=False).fit(dense_t, sparse_t, y, component_ids())
     yi = [head.classes_.index(v) for v in y]
-    first = LogisticRegression(C=2.0, class_weight="balanced", max_iter=2000, random_state=0).fit(
+    first = LogisticRegression(C=2.0, class_weight="balanced", max_iter=2000, random_state=0, solver=SOLVER).fit(
         hstack([csr_matrix(dense_t), sparse_t * 2.0]).tocsr(), yi)
-    second = LogisticRegression(C=3.0, class_weight="balanced", max_iter=2000, random_state=0).fit(sparse_t, yi)
+    second = LogisticRegression(C=3.0, class_weight="balanced", max_iter=2000, random_state=0, solver=SOLVER).fit(
+        sparse_t, yi)
     want = first.decision_function(hstack([csr_matrix(dense_d), sparse_d * 2.0]).tocsr()) \
         + 0.6 * second.decision_function(sparse_d)
     rows = [tfidf.transform_one(x.lexical) for x in vd]
