@@ -37,6 +37,7 @@ bench: install
 	$(BIN)/python bench/generalisation
 	$(BIN)/python bench/newest
 	$(BIN)/python bench/newset
+	$(BIN)/python bench/eval
 	$(BIN)/python bench/duplicates
 	sh bench/mine
 	sh bench/concurrency --db retriage.duckdb  # needs the demo database (`make demo`)
