@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+import weakref
 from collections import Counter
 from functools import lru_cache
 
@@ -49,16 +50,21 @@ def keyword_patterns() -> list[tuple[str, str, re.Pattern]]:
 
 
 def keyword_vector(text: str) -> np.ndarray:
-    """The keyword signals of a text (a read-only array: the same text's vector is remembered, since a refit and
-    its predictions meet the same issues several times)."""
-    return _keyword_vector(text)
-
-
-@lru_cache(maxsize=16384)
-def _keyword_vector(text: str) -> np.ndarray:
     folded = fold(text)
-    v = np.array([1.0 if p.search(folded) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
-    v.flags.writeable = False
+    return np.array([1.0 if p.search(folded) else 0.0 for _, _, p in keyword_patterns()], dtype=np.float32)
+
+
+_SIGNALS: "weakref.WeakKeyDictionary[Document, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def keyword_signals(doc: Document) -> np.ndarray:
+    """keyword_vector of a document's whole text, remembered while the document lives: a refit and its predictions
+    meet the same documents several times, and `eval` keeps them for its run (a read-only array)."""
+    v = _SIGNALS.get(doc)
+    if v is None:
+        v = keyword_vector(doc.lexical)
+        v.flags.writeable = False
+        _SIGNALS[doc] = v
     return v
 
 
@@ -137,6 +143,6 @@ def rule_vector(doc: Document) -> np.ndarray:
 def dense_features(embeddings: list[np.ndarray], docs: list[Document]) -> np.ndarray:
     """Embeddings (one matrix per view), keyword signals and rule matches side by side."""
     n = len(docs)
-    kw = np.array([keyword_vector(d.lexical) for d in docs], dtype=np.float32).reshape(n, -1)
+    kw = np.array([keyword_signals(d) for d in docs], dtype=np.float32).reshape(n, -1)
     rules = np.array([rule_vector(d) for d in docs], dtype=np.float32).reshape(n, -1)
     return np.hstack([*embeddings, kw * KEYWORD_WEIGHT, rules * RULE_WEIGHT]).astype(np.float32)

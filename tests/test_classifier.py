@@ -123,6 +123,21 @@ def test_linear_head_fit_save_load_gives_identical_probabilities(gold, tmp_path)
     assert head.temperature_ > 0 and set(head.classes_) <= set(component_ids())
 
 
+def test_keyword_signals_are_remembered_only_while_the_document_lives():
+    import gc
+
+    from retriage.classifier import features
+
+    doc = views("CUDA out of memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    first = features.keyword_signals(doc)
+    assert np.array_equal(first, keyword_vector(doc.lexical)) and first.any()
+    assert features.keyword_signals(doc) is first and not first.flags.writeable  # remembered, read-only
+    n = len(features._SIGNALS)
+    del doc
+    gc.collect()
+    assert len(features._SIGNALS) == n - 1  # gone with its document: a long run holds nothing extra
+
+
 def test_the_solvers_reach_the_same_head(gold):
     """Newton-CG (the default) and lbfgs minimise the same strictly convex loss, with the calibration folds warm
     started from the full fit: the two heads' weights, temperatures and answers agree (a solver or a warm start that
