@@ -5,7 +5,8 @@ Two passes over the pending issues, both spread over worker processes (one BLAS 
 
 1. *read*: each chunk of issues is prepared (views, rules), its lexical logits computed, its static MiniLM
    features pooled and the fast answer gated. Answers whose gate is open are stored at once: the class and
-   component of the fast head, the known fixes of the matching rules (the fix head reads the MiniLM views, so
+   component of the fast head (with the nearest labeled issues' votes, found by its estimate of the issue's
+   vote vector), the known fixes of the matching rules (the fix head reads the MiniLM views, so
    its tag is left out on the fast path), and as the issue's vector for similar issues the fast head's estimate
    of its first view's MiniLM vector, cached under a hash of its own (`estimate_hash`) so that it never stands
    for a real embedding of a text.
@@ -57,6 +58,7 @@ class Reading:
     lex_fix: np.ndarray | None
     estimate: np.ndarray  # estimated first-view vectors
     estimate_keys: list[str]  # their cache keys (estimate_hash of the first view)
+    vote: np.ndarray  # estimated vote vectors (the fast answers take the nearest labeled issues' votes with them)
     rule_fixes: list[list[str]]
     texts: list[tuple[str, str, str] | None]  # view texts where the gate is closed
     device_classes: list[str | None]  # the class a rule names for the issue's mixed GPUs (device_class.py)
@@ -86,7 +88,8 @@ class Reader:
         avgs, ids = self.head.static_features(self.static, v)
         f_re, f_comp = self.head.embedding_logits(avgs, ids)
         z_re, z_comp = lex_re + f_re, lex_comp + f_comp
-        gate = self.head.confident(*self.model.probabilities(z_re, z_comp))
+        vote = self.head.vote_vector(avgs)
+        gate = self.head.confident(*self.model.probabilities(z_re, z_comp, [vote]))
         fixes, device = [], []
         for (repo, _, _, body), x in zip(part, v):
             engine = engine_for_repo(repo)
@@ -94,7 +97,7 @@ class Reader:
             device.append(device_class.mixed_gpu_class(x, body, engine.id if engine else None))
         texts = [None if g else tuple(getattr(x, f) for f in VIEW_FIELDS) for g, x in zip(gate, v)]
         return Reading([(r, n) for r, n, _, _ in part], gate, z_re, z_comp, lex_re, lex_comp, lex_fix,
-                       self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], fixes, texts,
+                       self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], vote, fixes, texts,
                        device)
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -202,7 +205,7 @@ def _store_fast(con, model: IssueClassifier, r: Reading) -> None:
     idx = np.flatnonzero(r.gate)
     if not len(idx):
         return
-    preds = model.predictions(r.z_re[idx], r.z_comp[idx])
+    preds = model.predictions(r.z_re[idx], r.z_comp[idx], [r.vote[idx]])
     now = _now()
     rows, vectors, links = [], {}, []
     for i, p in zip(idx, preds):

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from retriage.classifier.fast_path import (ALPHA, BOW_WEIGHT, COMPONENT_AGREEMENT, RE_AGREEMENT, SIM_ALPHA,
-                                           FastHead, choose_margin, idf_weights, margins)
+                                           VOTE_ALPHA, FastHead, choose_margin, idf_weights, margins)
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier
+from retriage.classifier.nearest_labels import representation
 from retriage.classifier.static_embed import StaticMiniLM
 
 FOLDS = 5
@@ -61,8 +62,9 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     target = np.hstack(model.embedding_logits(embeddings))
     lex_re, lex_comp = model.lexical_logits(v)
     ids_by_view = FastHead.view_ids(static, v)
-    head = FastHead(idf_weights(ids_by_view["full"], static.table.shape[0]), np.zeros(0), np.zeros(0), np.zeros(0),
-                    np.zeros(0), np.zeros(0), n_re)
+    nothing = np.zeros(0)
+    head = FastHead(idf_weights(ids_by_view["full"], static.table.shape[0]), nothing, nothing, nothing, nothing,
+                    nothing, nothing, nothing, n_re)
     avgs, _ = head.static_features(static, v, ids_by_view)
     X = head.design_matrix(avgs, ids_by_view)
 
@@ -81,7 +83,10 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     head.bias = ridge.intercept_.astype(np.float32)
     sim = _fit(avgs, embeddings[0], SIM_ALPHA)
     head.w_sim, head.b_sim = sim.coef_.T.astype(np.float32), sim.intercept_.astype(np.float32)
+    vote = _fit(avgs, representation(embeddings), VOTE_ALPHA)
+    head.w_vote, head.b_vote = vote.coef_.T.astype(np.float32), vote.intercept_.astype(np.float32)
     head.meta = {"n_distill": len(v), "alpha": ALPHA, "bow_weight": BOW_WEIGHT, "sim_alpha": SIM_ALPHA,
+                 "vote_alpha": VOTE_ALPHA,
                  "out_of_fold": {"re_agreement_fast_only": round(float(same_re.mean()), 4),
                                  "component_agreement_fast_only": round(float(same_comp.mean()), 4)}}
     return head
@@ -106,7 +111,7 @@ def answers(model: IssueClassifier, head: FastHead, static: StaticMiniLM, v: lis
     full_re, full_comp = model.embedding_logits(embeddings)
     avgs, ids = head.static_features(static, v)
     fast_re, fast_comp = head.embedding_logits(avgs, ids)
-    p_re, p_comp = model.probabilities(lex_re + fast_re, lex_comp + fast_comp)  # no neighbours on the fast path
+    p_re, p_comp = head.probabilities(model, lex_re + fast_re, lex_comp + fast_comp, avgs)  # estimated votes
     q_re, q_comp = model.probabilities(lex_re + full_re, lex_comp + full_comp, embeddings)
     return Answers(p_re, p_comp, q_re.argmax(1), q_comp.argmax(1), avgs)
 

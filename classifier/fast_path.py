@@ -7,7 +7,9 @@ distilled from the full model, never fitted to labels: a ridge regression learns
 RE-class and six component logits) from static features — the idf-weighted static MiniLM average of each view
 (classifier/static_embed.py) and a bag of word pieces of the prepared text and of the key lines — over the
 training split and the unlabeled snapshot issues, never the dev split. A second ridge map estimates the MiniLM
-vector of the first view, used to look up similar issues.
+vector of the first view, used to look up similar issues; a third estimates the issue's vote vector (the
+normalised sum of its three unit view vectors, classifier/nearest_labels.py), so that the fast answer, like the
+full model's, takes the nearest labeled issues' votes (found with the estimate).
 
 The gate: the fast answer stands when its two most likely RE classes are at least `re_margin` apart (calibrated
 probabilities) and its two most likely components at least `component_margin`; otherwise the caller runs the
@@ -35,11 +37,12 @@ from retriage.classifier.static_embed import TABLE_VERSION, StaticMiniLM
 
 FAST_WEIGHTS = "fast.npz"
 FAST_META = "fast.json"
-FORMAT = 2  # bump when what the arrays mean changes (2: bag weights stored for unscaled bags)
+FORMAT = 3  # bump when what the arrays mean changes (2: bag weights stored for unscaled bags; 3: the vote vector)
 BOW_VIEWS = ("full", "keys")  # views whose word pieces also enter as a bag
 ALPHA = 1.0  # ridge strength for the logits (features are unit-length blocks)
 BOW_WEIGHT = 0.5  # bag-of-word-pieces block against the static averages
 SIM_ALPHA = 0.3  # ridge strength for the MiniLM-vector estimate
+VOTE_ALPHA = 0.3  # ridge strength for the vote-vector estimate
 RE_AGREEMENT = 0.99  # out-of-fold share of RE classes equal to the full model's, fallbacks counted as equal
 COMPONENT_AGREEMENT = 0.95
 MARGIN_GRID = tuple(np.round(np.arange(0.0, 0.81, 0.02), 2))
@@ -53,6 +56,8 @@ class FastHead:
     bias: np.ndarray  # (k,)
     w_sim: np.ndarray  # (views * dim, dim): estimate of the first view's MiniLM vector
     b_sim: np.ndarray  # (dim,)
+    w_vote: np.ndarray  # (views * dim, dim): estimate of the vote vector (nearest_labels.representation)
+    b_vote: np.ndarray  # (dim,)
     n_re: int  # the first n_re outputs are RE-class logits, the rest component logits
     re_margin: float = 0.0
     component_margin: float = 0.0
@@ -115,6 +120,20 @@ class FastHead:
         e = static_avgs @ self.w_sim + self.b_sim
         return (e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
+    def vote_vector(self, static_avgs: np.ndarray) -> np.ndarray:
+        """Estimated vote vector of each issue (not normalised: the nearest labels normalise it)."""
+        return (static_avgs @ self.w_vote + self.b_vote).astype(np.float32)
+
+    def probabilities(self, model, z_re: np.ndarray, z_comp: np.ndarray, static_avgs: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """The fast answer's calibrated probabilities from its logits: `model`'s, with the nearest labeled issues'
+        votes found by the estimated vote vector."""
+        return model.probabilities(z_re, z_comp, self.vote_embeddings(static_avgs))
+
+    def vote_embeddings(self, static_avgs: np.ndarray) -> list[np.ndarray]:
+        """What `IssueClassifier.probabilities` and `.predictions` take as the issues' embeddings for the votes."""
+        return [self.vote_vector(static_avgs)]
+
     def confident(self, p_re: np.ndarray, p_comp: np.ndarray) -> np.ndarray:
         """Which fast answers stand (True) and which need the full model."""
         return (margins(p_re) >= self.re_margin) & (margins(p_comp) >= self.component_margin)
@@ -124,7 +143,7 @@ class FastHead:
         folder = Path(folder)
         tmp = folder / (FAST_WEIGHTS + ".tmp.npz")
         np.savez(tmp, idf=self.idf, w_static=self.w_static, w_bow=self.w_bow, bias=self.bias, w_sim=self.w_sim,
-                 b_sim=self.b_sim)
+                 b_sim=self.b_sim, w_vote=self.w_vote, b_vote=self.b_vote)
         meta = dict(self.meta, n_re=self.n_re, re_margin=self.re_margin, component_margin=self.component_margin,
                     static_table_version=TABLE_VERSION, format=FORMAT, weights_sha256=_sha256(tmp))
         (folder / (FAST_META + ".tmp")).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -140,11 +159,14 @@ class FastHead:
             return None, "no fast head beside the model (run `retriage train --fast-only`)"
         try:
             meta = json.loads((folder / FAST_META).read_text())
+            if meta.get("format") != FORMAT:  # before the arrays: another format names other arrays
+                return None, ("the fast head was written by another version of retriage "
+                              "(run `retriage train --fast-only`)")
             with np.load(folder / FAST_WEIGHTS, allow_pickle=False) as a:
                 arrays = {k: a[k] for k in a.files}
             head = cls(arrays["idf"], arrays["w_static"], arrays["w_bow"], arrays["bias"], arrays["w_sim"],
-                       arrays["b_sim"], int(meta["n_re"]), float(meta["re_margin"]), float(meta["component_margin"]),
-                       meta)
+                       arrays["b_sim"], arrays["w_vote"], arrays["b_vote"], int(meta["n_re"]),
+                       float(meta["re_margin"]), float(meta["component_margin"]), meta)
             problem = head._problem(meta.get("weights_sha256"), _sha256(folder / FAST_WEIGHTS))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as e:
             return None, f"the fast head in {folder} is unreadable ({type(e).__name__}): run `retriage train --fast-only`"
@@ -153,8 +175,6 @@ class FastHead:
         if meta.get("teacher_model_version") != model_version:
             return None, (f"the fast head was distilled from model {meta.get('teacher_model_version')}, "
                           f"not {model_version} (run `retriage train --fast-only`)")
-        if meta.get("format") != FORMAT:
-            return None, "the fast head was written by another version of retriage (run `retriage train --fast-only`)"
         if meta.get("static_table_version") != TABLE_VERSION:
             return None, "the fast head was distilled from another static table (run `retriage train --fast-only`)"
         return head, ""
@@ -169,7 +189,7 @@ class FastHead:
         k = self.bias.shape[0] if self.bias.ndim == 1 else -1
         views = len(VIEW_FIELDS)
         want = {"idf": (vocab,), "w_static": (views * dim, k), "w_bow": (len(BOW_VIEWS) * vocab, k), "bias": (k,),
-                "w_sim": (views * dim, dim), "b_sim": (dim,)}
+                "w_sim": (views * dim, dim), "b_sim": (dim,), "w_vote": (views * dim, dim), "b_vote": (dim,)}
         for name, shape in want.items():
             a = getattr(self, name)
             if a.shape != shape or a.dtype.kind != "f":

@@ -149,8 +149,8 @@ class IssueClassifier:
     def probabilities(self, z_re: np.ndarray, z_comp: np.ndarray, embeddings: list[np.ndarray] | None = None
                       ) -> tuple[np.ndarray, np.ndarray]:
         """Calibrated probabilities from each head's logits; given the issues' view embeddings, with the nearest
-        labeled issues' votes mixed in (a model without neighbours, or the fast path, which has no embeddings,
-        gives the heads' alone)."""
+        labeled issues' votes mixed in (a model without neighbours, or no embeddings, gives the heads' alone; the
+        fast path passes its estimated vote vector, `FastHead.vote_embeddings`)."""
         pr, pc = softmax(z_re / self.re_head.temperature_), softmax(z_comp / self.component_head.temperature_)
         if self.nearest_labels is not None and embeddings is not None and len(embeddings):
             pr, pc = self.nearest_labels.mix(pr, pc, embeddings)
@@ -159,7 +159,10 @@ class IssueClassifier:
     def predictions(self, z_re: np.ndarray, z_comp: np.ndarray, embeddings: list[np.ndarray] | None = None
                     ) -> list[Prediction]:
         """Predictions from each head's logits (and the view embeddings, for the neighbours' votes)."""
-        pr, pc = self.probabilities(z_re, z_comp, embeddings)
+        return self.predictions_from(*self.probabilities(z_re, z_comp, embeddings))
+
+    def predictions_from(self, pr: np.ndarray, pc: np.ndarray) -> list[Prediction]:
+        """Predictions from calibrated probabilities (`probabilities`)."""
         out = []
         for i in range(len(pr)):
             r, c = int(pr[i].argmax()), int(pc[i].argmax())

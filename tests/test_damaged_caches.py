@@ -107,7 +107,8 @@ def _copy_model(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["empty", "truncated", "nan-weights-rewritten", "wrong-shape-rewritten",
-                                  "checksum-removed", "bytes-changed", "meta-not-an-object"])
+                                  "checksum-removed", "bytes-changed", "meta-not-an-object",
+                                  "older-format"])
 def test_a_damaged_fast_head_is_refused_with_a_reason(kind, tmp_path):
     version = IssueClassifier.load().version
     folder = _copy_model(tmp_path)
@@ -135,8 +136,14 @@ def test_a_damaged_fast_head_is_refused_with_a_reason(kind, tmp_path):
         npz.write_bytes(bytes(data))
     elif kind == "meta-not-an-object":
         meta.write_text("[1, 2]")
+    elif kind == "older-format":  # a fast head of format 2 has no vote-vector arrays
+        m = json.loads(meta.read_text())
+        m["format"] = 2
+        meta.write_text(json.dumps(m))
     head, why = FastHead.load(folder, version)
     assert head is None and why and "\n" not in why
+    if kind == "older-format":
+        assert "another version of retriage" in why
 
 
 def test_the_shipped_fast_head_carries_its_checksum():

@@ -57,6 +57,7 @@ def test_shipped_fast_head_belongs_to_the_shipped_model(model, head):
     assert meta["teacher_model_version"] == model.version
     assert 0 <= head.re_margin < 1 and 0 <= head.component_margin < 1
     assert head.w_static.shape == (len(VIEW_FIELDS) * 384, 11) and head.w_sim.shape == (len(VIEW_FIELDS) * 384, 384)
+    assert head.w_vote.shape == (len(VIEW_FIELDS) * 384, 384)
     assert FastHead.load(shipped_model_dir(), "m-000000000000")[0] is None
 
 
@@ -64,10 +65,36 @@ def test_gate_follows_the_margins(model, head, static, dev_with_vectors):
     v, _ = dev_with_vectors
     avgs, ids = head.static_features(static, v[:60])
     lex = model.lexical_logits(v[:60])
-    p_re, p_comp = model.probabilities(*(a + b for a, b in zip(lex, head.embedding_logits(avgs, ids))))
+    p_re, p_comp = head.probabilities(model, *(a + b for a, b in zip(lex, head.embedding_logits(avgs, ids))), avgs)
     gate = head.confident(p_re, p_comp)
     assert np.array_equal(gate, (margins(p_re) >= head.re_margin) & (margins(p_comp) >= head.component_margin))
     assert 0 < gate.sum() < len(gate)
+
+
+def test_the_fast_answer_takes_the_votes_of_the_labeled_issues_nearest_its_estimate(model, head, static,
+                                                                                     dev_with_vectors):
+    """The full model mixes in the nearest labeled issues' votes; the fast head estimates the issue's vote vector
+    from its static features, so its answers take votes too. On dev issues (never in the distillation set) the
+    estimate must point where the MiniLM vector does, and the votes must bring the fast answer closer to the full
+    model's than the heads alone."""
+    from retriage.classifier.nearest_labels import representation
+
+    v, emb = dev_with_vectors
+    avgs, ids = head.static_features(static, v)
+    est = head.vote_vector(avgs)
+    cosine = (representation([est]) * representation(emb)).sum(1)
+    lex_re, lex_comp = model.lexical_logits(v)
+    f_re, f_comp = head.embedding_logits(avgs, ids)
+    with_votes = head.probabilities(model, lex_re + f_re, lex_comp + f_comp, avgs)
+    alone = model.probabilities(lex_re + f_re, lex_comp + f_comp)
+    e_re, e_comp = model.embedding_logits(emb)
+    full = model.probabilities(lex_re + e_re, lex_comp + e_comp, emb)
+    same = [[(p.argmax(1) == q.argmax(1)).mean() for p, q in zip(answer, full)] for answer in (with_votes, alone)]
+    print(f"\n{len(v)} dev issues: mean cosine {cosine.mean():.3f}; same RE/component as the full model "
+          f"{same[0][0]:.3f}/{same[0][1]:.3f} with votes, {same[1][0]:.3f}/{same[1][1]:.3f} heads alone")
+    assert cosine.mean() >= 0.75
+    assert not np.allclose(with_votes[0], alone[0])
+    assert same[0][0] >= same[1][0] and same[0][1] >= same[1][1]
 
 
 @pytest.fixture(scope="module")

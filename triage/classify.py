@@ -134,19 +134,20 @@ class Triage:
         with one_blas_thread(), ThreadPoolExecutor(len(texts)) as pool:
             return list(pool.map(lambda t: embedder.encode([t]), texts))
 
-    def _logits(self, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, list | None]:
-        """(RE logits, component logits, the first view's vector for similar issues, the view embeddings: None
-        when the fast path answered)."""
+    def _probabilities(self, v) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, bool]:
+        """(the calibrated RE and component probabilities, the first view's vector for similar issues, whether
+        the fast path answered). Both paths mix in the nearest labeled issues' votes: the full model finds them
+        with the view embeddings, the fast path with its estimated vote vector."""
         lex_re, lex_comp = self.model.lexical_logits([v])
         if self.fast_head is not None:
             avgs, ids = self.fast_head.static_features(self.static, [v])
             f_re, f_comp = self.fast_head.embedding_logits(avgs, ids)
-            z_re, z_comp = lex_re + f_re, lex_comp + f_comp
-            if self.fast_head.confident(*self.model.probabilities(z_re, z_comp))[0]:
-                return z_re, z_comp, self.fast_head.first_view_vector(avgs)[0], None
+            p = self.fast_head.probabilities(self.model, lex_re + f_re, lex_comp + f_comp, avgs)
+            if self.fast_head.confident(*p)[0]:
+                return p, self.fast_head.first_view_vector(avgs)[0], True
         emb = self._encode_views([getattr(v, f) for f in VIEW_FIELDS])
         e_re, e_comp = self.model.embedding_logits(emb)
-        return lex_re + e_re, lex_comp + e_comp, emb[0][0], emb
+        return self.model.probabilities(lex_re + e_re, lex_comp + e_comp, emb), emb[0][0], False
 
     def run(self, data: bytes | str, engine: str | None = None, con=None, similar: int = 5) -> TriageResult:
         """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
@@ -157,9 +158,8 @@ class Triage:
         title = log.lines[log.exception_line] if log.exception_line is not None else (
             log.lines[log.last_error_line] if log.last_error_line is not None else "")
         v = document(title, log.text, matches=tuple(every_match))
-        z_re, z_comp, vector, emb = self._logits(v)
-        fast = emb is None
-        pred = self.model.predictions(z_re, z_comp, emb)[0]
+        probabilities, vector, fast = self._probabilities(v)
+        pred = self.model.predictions_from(*probabilities)[0]
         env = env_parse.parse(log.raw)
         extra = _environment_fixes(env, log.raw, matches)
         if extra:
