@@ -181,14 +181,17 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     for e in gold:
         report.summary.test_sources[e.source] = report.summary.test_sources.get(e.source, 0) + 1
     for name, a in predicted.items():
+        model_row = name == "model"
         report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"],
-                                                     answers["fixes"] if name == "model" else None)
+                                                     answers["fixes"] if model_row else None,
+                                                     answers["abstained"] if model_row else None)
     report.summary.per_engine = per_engine(gold, answers["re_class"])
     advance()
     if generalisation and gold_path is None:
         from retriage.classifier.splits import generalisation_splits
 
         for sp in generalisation_splits(team):
-            report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step, view_of))
+            report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step, view_of,
+                                                        threshold=model.threshold))
             advance()
     return report

@@ -3,7 +3,9 @@
 For each split, the model is fitted anew on the split's training side with the shipped model's
 hyperparameters (nothing is chosen on the scored side), and scored beside the baselines, each fitted on the
 same training side: RE macro-F1 with a bootstrap 95 % interval, per-class F1, resource-bug detection,
-component macro-F1, and (for the model) known-fix precision and recall.
+component macro-F1, and (for the model) known-fix precision and recall, and resource-bug detection as the
+weekly report and the bot count it: with the issues under the shipped model's abstain threshold set aside as
+`unsure` (`detection_counted`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class SystemScores:
     detection: dict
     component_macro_f1: float
     fix_recall: dict | None = None
+    counted: dict | None = None  # detection with the unsure issues set aside (metrics.counted_detection)
 
     def to_dict(self) -> dict:
         d = {"re_macro_f1": self.re_macro_f1, "re_macro_f1_95ci": list(self.re_interval),
@@ -36,6 +39,8 @@ class SystemScores:
              "component_macro_f1": self.component_macro_f1}
         if self.fix_recall is not None:
             d["known_fix_recall"] = self.fix_recall
+        if self.counted is not None:
+            d["detection_counted"] = self.counted
         return d
 
 
@@ -56,14 +61,15 @@ class SplitReport:
 
 
 def system_scores(gold: list[Example], re_pred: list[str], comp_pred: list[str],
-                  fixes: list[list[str]] | None = None) -> SystemScores:
+                  fixes: list[list[str]] | None = None, unsure: list[bool] | None = None) -> SystemScores:
     y = [e.re_class for e in gold]
     s = metrics.score(y, re_pred, re_class_ids())
     return SystemScores(
         s.macro_f1, metrics.bootstrap_interval(y, re_pred, re_class_ids()),
         {c: v["f1"] for c, v in s.per_class.items()}, metrics.detection(y, re_pred),
         metrics.macro_f1([e.component for e in gold], comp_pred, component_ids()),
-        metrics.fix_recall([e.known_fix for e in gold], fixes) if fixes is not None else None)
+        metrics.fix_recall([e.known_fix for e in gold], fixes) if fixes is not None else None,
+        metrics.counted_detection(y, re_pred, unsure) if unsure is not None else None)
 
 
 def cached_baseline(name: str, train: list[Example], test: list[Example], compute: Callable[[], list[str]],
@@ -87,7 +93,8 @@ def refit_answers(split: Split, tr_emb: list[np.ndarray], te_emb: list[np.ndarra
     model = fit_classifier(split.train, tr_v, tr_emb, hyperparameters, calibrate=calibrate)
     preds = model.predict(te_v, te_emb)
     return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
-            "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(split.test, te_v, preds)]}
+            "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(split.test, te_v, preds)],
+            "re_confidence": [p.re_confidence for p in preds]}
 
 
 def model_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
@@ -104,15 +111,17 @@ def model_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]]
 
     material = {"train": examples_material(tr), "test": examples_material(te), "settings": hyperparameters}
     return remember(f"refit-{split.name}", material, compute,
-                    lambda x: is_answers(x, len(te), ("re_class", "component", "fixes")))
+                    lambda x: is_answers(x, len(te), ("re_class", "component", "fixes", "re_confidence")))
 
 
 def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
                    step: Callable[[str], None] | None = None,
-                   view_of: Callable[[Example], Views] | None = None) -> SplitReport:
+                   view_of: Callable[[Example], Views] | None = None, threshold: float | None = None) -> SplitReport:
     """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache); `view_of`: an
-    example's views (default: computed here; pass a memo when evaluating several splits). Answers already
-    computed for the same issues, labels, settings and code are read back (classifier/result_cache.py)."""
+    example's views (default: computed here; pass a memo when evaluating several splits); `threshold`: the
+    abstain threshold under which the model's answers count as unsure (the shipped model's; the refit, fitted
+    without one, abstains on nothing itself). Answers already computed for the same issues, labels, settings
+    and code are read back (classifier/result_cache.py)."""
     step = step or (lambda _: None)
     view_of = view_of or (lambda e: views(e.title, e.body))
     tr, te = split.train, split.test
@@ -120,7 +129,8 @@ def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]
     report = SplitReport(split.name, split.description, len(tr), len(te))
     for e in te:
         report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
-    report.systems["model"] = system_scores(te, answers["re_class"], answers["component"], answers["fixes"])
+    unsure = [c < threshold for c in answers["re_confidence"]] if threshold is not None else None
+    report.systems["model"] = system_scores(te, answers["re_class"], answers["component"], answers["fixes"], unsure)
     step(f"{split.name}: baselines")
     for name, systems in baseline_answers(tr, te, view_of).items():
         report.systems[name] = system_scores(te, systems["re_class"], systems["component"])

@@ -134,6 +134,19 @@ def detection(y_true: list[str], y_pred: list[str], negative: str = "none") -> d
             "flagged": int(p.sum()), "positives": int(t.sum())}
 
 
+def counted_detection(y_true: list[str], y_pred: list[str], unsure: list[bool], negative: str = "none") -> dict:
+    """Resource-bug detection as the weekly report and the bot count it: an issue is flagged when its RE class is
+    not `negative` and the model did not abstain (`unsure`), so precision is over the flagged issues and recall
+    over every resource bug, unsure ones included; "unsure" is how many were set aside."""
+    kept = np.array([not u for u in unsure], dtype=bool)
+    t = np.array([y != negative for y in y_true], dtype=bool)
+    p = np.array([y != negative for y in y_pred], dtype=bool) & kept
+    tp = int((t & p).sum())
+    return {"precision": round(tp / p.sum(), 4) if p.sum() else 0.0,
+            "recall": round(tp / t.sum(), 4) if t.sum() else 0.0,
+            "flagged": int(p.sum()), "positives": int(t.sum()), "unsure": int((~kept).sum())}
+
+
 def fix_recall(gold: list[str], predicted: list[list[str]], negative: str = "none") -> dict:
     """Share of the issues whose label names a known fix that get that fix among the predicted ones ("recall",
     over "n" such issues), and, over all issues, the share of the fix tags shown that are the label's

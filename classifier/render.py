@@ -72,6 +72,9 @@ def generalisation_table(g) -> Table:
     engines = "; ".join(f"{e} n={d['n']}: RE F1 {d['re_macro_f1']:.2f} ({d['re_macro_f1_95ci'][0]:.2f}-"
                         f"{d['re_macro_f1_95ci'][1]:.2f}), P/R {d['detection']['precision']:.2f}/"
                         f"{d['detection']['recall']:.2f}" for e, d in g.per_engine.items())
-    t.caption = f"model per engine: {engines}"
+    counted = g.systems["model"].counted if "model" in g.systems else None
+    t.caption = f"model per engine: {engines}" + (
+        f"\nmodel's resource bugs as counted (unsure set aside): P/R {counted['precision']:.2f}/"
+        f"{counted['recall']:.2f}, {counted['unsure']} of {g.n_test} unsure" if counted else "")
     t.caption_justify = "left"
     return t

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -95,14 +96,15 @@ def is_str_list(x, n: int | None = None) -> bool:
 
 
 def is_answers(x, n: int, keys: tuple[str, ...]) -> bool:
-    """A dict of per-issue answer lists, each of length n (lists of strings, of string lists, or of bools)."""
+    """A dict of per-issue answer lists, each of length n (lists of strings, of string lists, of bools, or of
+    finite numbers such as confidences)."""
     if not isinstance(x, dict) or set(x) != set(keys):
         return False
     for k in keys:
         v = x[k]
         if not isinstance(v, list) or len(v) != n:
             return False
-        if not all(isinstance(a, (str, bool)) or (isinstance(a, list) and all(isinstance(b, str) for b in a))
-                   for a in v):
+        if not all(isinstance(a, (str, bool)) or (isinstance(a, float) and math.isfinite(a))
+                   or (isinstance(a, list) and all(isinstance(b, str) for b in a)) for a in v):
             return False
     return True

@@ -53,6 +53,25 @@ def _bootstrap_one_round_at_a_time(y, p, labels, rounds=1000, seed=0):
     return round(float(lo), 4), round(float(hi), 4)
 
 
+def test_counted_detection_sets_the_unsure_aside_but_keeps_their_resource_bugs_in_recall():
+    y = ["RE.1", "RE.2", "none", "none", "RE.3", "none"]
+    pred = ["RE.1", "RE.2", "RE.4", "none", "none", "RE.1"]
+    unsure = [False, True, False, False, False, True]
+    every = metrics.detection(y, pred)
+    counted = metrics.counted_detection(y, pred, unsure)
+    assert (every["precision"], every["recall"], every["flagged"]) == (0.5, round(2 / 3, 4), 4)
+    # flagged and sure: issues 0 (a resource bug) and 2 (not one); the unsure RE.2 is a miss
+    assert counted == {"precision": 0.5, "recall": round(1 / 3, 4), "flagged": 2, "positives": 3, "unsure": 2}
+    assert metrics.counted_detection(y, pred, [False] * 6) == dict(every, unsure=0)
+
+
+def test_remembered_confidences_must_be_finite_numbers():
+    keys = ("re_class", "re_confidence")
+    assert result_cache.is_answers({"re_class": ["RE.1"], "re_confidence": [0.61]}, 1, keys)
+    for bad in (float("nan"), float("inf"), None, [0.61]):
+        assert not result_cache.is_answers({"re_class": ["RE.1"], "re_confidence": [bad]}, 1, keys), bad
+
+
 @pytest.mark.parametrize("n", [3, 40, 400])
 def test_bootstrap_interval_draws_as_one_round_at_a_time(n):
     rng = random.Random(n)

@@ -39,6 +39,26 @@ def test_every_readme_row_is_regenerated(report):
         assert all(abs(g - w) < t for g, w, t in zip(got, want, tolerance)), (split, system, got, want)
 
 
+COUNTED = re.compile(r"^\| (dev|future|new engine) \| ([\d.]+)/([\d.]+) \| ([\d.]+)/([\d.]+) \| ([\d,]+) of ([\d,]+) \|$",
+                     re.M)
+
+
+def test_the_counted_detection_rows_are_regenerated(report):
+    """Resource-bug detection as the report and the bot count it (unsure set aside), beside every answer's."""
+    rows = COUNTED.findall(README.read_text())
+    assert [r[0] for r in rows] == ["dev", "future", "new engine"], rows
+    splits = {"dev": report.summary, "future": report.generalisation[0], "new engine": report.generalisation[1]}
+    for split, p, r, cp, cr, unsure, n in rows:
+        s, n_test = splits[split].systems["model"], splits[split].n_test
+        assert n_test == int(n.replace(",", "")), split
+        counted = s.counted
+        assert counted["flagged"] <= s.detection["flagged"] and counted["positives"] == s.detection["positives"]
+        got = (s.detection["precision"], s.detection["recall"], counted["precision"], counted["recall"])
+        want = tuple(float(x) for x in (p, r, cp, cr))
+        assert all(abs(g - w) < 0.01 for g, w in zip(got, want)), (split, got, want)
+        assert abs(counted["unsure"] - int(unsure.replace(",", ""))) <= 3, (split, counted["unsure"], unsure)
+
+
 def test_dev_rows_are_the_shipped_models_fit_without_the_dev_split(report):
     from retriage.classifier.model import IssueClassifier
 
