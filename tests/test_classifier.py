@@ -465,3 +465,34 @@ def test_fix_threshold_is_the_highest_that_keeps_the_recall():
     assert highest_keeping_recall(recalls, 0.81) == 0.25
     assert highest_keeping_recall(recalls, 0.95) == 0.15  # none reaches it: the lowest, the best recall there is
     assert highest_keeping_recall({0.3: 0.85, 0.5: 0.85}, 0.80) == 0.5
+
+
+@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")  # rare fix tags in a small set
+def test_the_folds_fix_recall_is_what_a_model_fitted_on_the_fold_shows(gold, shipped):
+    """fold_fix_recalls fits only the fix head on each fold; the model fitted on the same issues with the same
+    settings must show the same fixes (rules, then the head's tag over the threshold) on the fold's issues."""
+    from retriage.classifier.predict import fixes_for
+    from retriage.classifier.snapshot_cache import shipped_embedder
+    from retriage.classifier.train import FIX_THRESHOLDS, _fix_counts, fit_classifier, fold_fix_recalls
+
+    with_fix = [e for e in gold if e.known_fix != "none"]
+    every = sorted(gold[:300] + with_fix[:60], key=lambda e: e.key)
+    every = list({e.key: e for e in every}.values())
+    v = [views(e.title, e.body) for e in every]
+    emb = shipped_embedder()(v)
+    val = [i for i in range(len(every)) if i % 3 == 0]
+    train = [i for i in range(len(every)) if i % 3]
+    settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "known_fix")}
+    recalls = fold_fix_recalls(every, v, dense_features(emb, v), [(train, val)], settings["known_fix"])
+
+    model = fit_classifier([every[i] for i in train], [v[i] for i in train], [x[train] for x in emb], settings)
+    preds = model.predict([v[i] for i in val], [x[val] for x in emb])
+    want = [{every[i].known_fix} - {"none"} for i in val]
+    assert sum(map(bool, want)) >= 10
+    for t in FIX_THRESHOLDS:
+        for p in preds:
+            p.fix_threshold = t
+        got = [set(fixes_for(v[i], every[i].engine, p)) for i, p in zip(val, preds)]
+        assert recalls[t] == pytest.approx(_fix_counts(want, got)[1], abs=1e-9), t
+    ordered = [recalls[t] for t in FIX_THRESHOLDS]
+    assert ordered == sorted(ordered, reverse=True) and ordered[0] > ordered[-1]
