@@ -3,8 +3,10 @@
 Each head's regularisation strength, TF-IDF weight and blend are chosen by the mean macro-F1 over blocked folds
 (the dev split and three stretches of the training side: classifier/dataset.py), then on the same folds the
 settings of the nearest labeled issues' votes mixed into the heads' answers (classifier/nearest_labels.py);
-the held-out fit, on the training side alone, never sees the dev split, which picks the abstain threshold
-and gives the dev figures; the fix threshold is the highest that keeps the folds' mean known-fix recall. The shipped model is then fitted with the same settings on every labeled issue. Last, the fast head of
+the fix head's settings and threshold are chosen on the same folds by the known fixes it shows (its threshold:
+the highest that keeps the folds' mean known-fix recall); the held-out fit, on the training side alone, never
+sees the dev split, which picks the abstain threshold and gives the dev figures. The shipped model is then
+fitted with the same settings on every labeled issue. Last, the fast head of
 `retriage classify` is distilled from the new model (classifier/distill.py) and saved beside it.
 """
 
@@ -172,27 +174,32 @@ def _fix_counts(want: list[set], got: list[set]) -> tuple[float, float]:
     return 2 * tp / max(2 * tp + fp + fn, 1), tp / max(tp + fn, 1)
 
 
-def _search_fix(dense_tr, sparse_tr, y, dense_dv, sparse_dv, dev: list[Example], dev_views: list[Views]
-                ) -> tuple[float, float]:
-    """(C, sparse weight) of the fix head with the best F1 of the known fixes on dev (the rules' tags and the
-    head's likeliest answer, `none` included, together: no threshold yet), rounded to two places; ties go to the
-    better recall, since a missing fix is what the known-fix recall counts. The threshold on the probability that
-    some fix applies, which decides what `retriage` shows, is chosen afterwards on the folds (fold_fix_recalls)."""
-    rules = [x.fixes(e.engine) for e, x in zip(dev, dev_views)]
-    want = [{e.known_fix} - {"none"} for e in dev]
-    engines = [e.engine for e in dev]
-    best = ((-1.0, -1.0), 0.0, 0.0)
-    for sw in SPARSE_WEIGHTS:
-        for c in C_GRID:
-            head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(dense_tr, sparse_tr, y, fix_tag_ids())
-            probs = softmax(head.logits(dense_dv, sparse_dv))
-            got = [set(r) | ({engine_fix(dict(zip(head.classes_, row)), engine)[0]} - {"none"})
-                   for r, row, engine in zip(rules, probs, engines)]
-            f1, recall = _fix_counts(want, got)
-            key = (round(f1, 2), recall)
-            if key > best[0]:
-                best = (key, c, sw)
-    return best[1], best[2]
+def _search_fix(every: list[Example], every_v: list[Views], dense: np.ndarray,
+                folds: list[tuple[list[int], list[int]]]) -> tuple[float, float]:
+    """(C, sparse weight) of the fix head with the best mean F1, over the blocked folds, of the known fixes shown
+    (the rules' tags and the head's likeliest answer, `none` included, together: no threshold yet), rounded to two
+    places; ties go to the better mean recall, since a missing fix is what the known-fix recall counts. On each
+    fold the head is fitted on the fold's other issues (rows of `every`, `every_v`, `dense`). The threshold on the
+    probability that some fix applies, which decides what `retriage` shows, is chosen afterwards on the same
+    folds (fold_fix_recalls)."""
+    y = [e.known_fix for e in every]
+    totals: dict[tuple[float, float], np.ndarray] = {}
+    for train_rows, val_rows in folds:
+        tfidf = Tfidf().fit([every_v[i].lexical for i in train_rows])
+        sparse_tr = tfidf.transform([every_v[i].lexical for i in train_rows])
+        sparse_va = [tfidf.transform_one(every_v[i].lexical) for i in val_rows]
+        rules = [every_v[i].fixes(every[i].engine) for i in val_rows]
+        want = [{y[i]} - {"none"} for i in val_rows]
+        for sw in SPARSE_WEIGHTS:
+            for c in C_GRID:
+                head = LinearHead(C=c, sparse_weight=sw, calibrate=False).fit(
+                    dense[train_rows], sparse_tr, [y[i] for i in train_rows], fix_tag_ids())
+                probs = softmax(head.logits(dense[val_rows], sparse_va))
+                got = [set(r) | ({engine_fix(dict(zip(head.classes_, row)), every[i].engine)[0]} - {"none"})
+                       for r, row, i in zip(rules, probs, val_rows)]
+                totals[(c, sw)] = totals.get((c, sw), np.zeros(2)) + np.array(_fix_counts(want, got)) / len(folds)
+    best = max(totals, key=lambda k: (round(float(totals[k][0]), 2), round(float(totals[k][1]), 9)))
+    return best
 
 
 def head_for(h: dict, calibrate: bool = True) -> LinearHead:
@@ -393,11 +400,10 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     tfidf = Tfidf().fit([x.lexical for x in tr_v])
     dense_tr = dense_features(tr_emb, tr_v)
     sparse_tr = tfidf.transform([x.lexical for x in tr_v])
-    sparse_dv = [tfidf.transform_one(x.lexical) for x in dv_v]
 
     # regularisation strength, TF-IDF weight and the TF-IDF-only model's blend per head, chosen by the mean
     # macro-F1 over blocked folds (the dev split and three stretches of the training side: dataset.validation_folds);
-    # the fix head's on dev, by the known fixes it shows with the rules
+    # the fix head's on the same folds, by the known fixes it shows with the rules
     every = tr + dv
     row = {e.key: i for i, e in enumerate(every)}
     dense_every = np.vstack([dense_tr, dense_dv])
@@ -410,7 +416,7 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         for target, classes in (("re_class", re_class_ids()), ("component", component_ids())):
             chosen[target] = _search_folds(dense_every, lexical_every, [getattr(e, target) for e in every],
                                            classes, folds, none_weight=target == "re_class")
-        c, sw = _search_fix(dense_tr, sparse_tr, [e.known_fix for e in tr], dense_dv, sparse_dv, dv, dv_v)
+        c, sw = _search_fix(every, tr_v + dv_v, dense_every, folds)
         chosen["known_fix"] = {"C": c, "sparse_weight": sw}
     if "nearest_labels" not in chosen:  # on the same folds, with the heads' settings just chosen (or kept)
         chosen["nearest_labels"] = _search_nearest_labels(every, tr_v + dv_v, dense_every, folds, chosen)
