@@ -4,8 +4,9 @@ Each head's regularisation strength, TF-IDF weight and blend are chosen by the m
 (the dev split and three stretches of the training side: classifier/dataset.py), then on the same folds the
 settings of the nearest labeled issues' votes mixed into the heads' answers (classifier/nearest_labels.py);
 the fix head's settings and threshold are chosen on the same folds by the known fixes it shows (its threshold:
-the highest that keeps the folds' mean known-fix recall); the held-out fit, on the training side alone, never
-sees the dev split, which picks the abstain threshold and gives the dev figures. The shipped model is then
+the highest that keeps the folds' mean known-fix recall), and the abstain threshold too (the lowest that keeps every
+fold's resource-bug detection precision, counted with unsure set aside); the held-out fit, on the training side
+alone, never sees the dev split, which gives the dev figures. The shipped model is then
 fitted with the same settings on every labeled issue. Last, the fast head of
 `retriage classify` is distilled from the new model (classifier/distill.py) and saved beside it.
 """
@@ -45,8 +46,11 @@ LEXICAL_BLENDS = ((0.0, 0.0), (3.0, 0.3), (3.0, 0.6), (10.0, 0.3), (10.0, 0.6))
 # weights on the odds of `none` tried for the RE head: the issues users mine now hold more resource bugs than the
 # corpus-era labels do
 NONE_WEIGHTS = (1.0, 0.8, 0.65, 0.5)
-MIN_PRECISION = 0.80  # the resource-bug detection precision the weight on `none` must keep (mean over the folds)
-MIN_COVERAGE = 0.85  # the abstain threshold may set aside at most 15 % of dev issues as `unsure`
+MIN_PRECISION = 0.80  # the resource-bug detection precision the weight on `none` (mean over the folds) and the abstain
+# threshold (every fold's, unsure set aside) must keep
+# the abstain thresholds tried (0: never abstain): train keeps the lowest, the best recall, at which every fold's
+# resource-bug detection precision, counted as the weekly report and the bot count it, is MIN_PRECISION or more
+ABSTAIN_THRESHOLDS = (0.0,) + tuple(round(0.30 + 0.01 * i, 2) for i in range(61))
 FIX_THRESHOLD = 0.5  # the fix head's default confidence threshold (train chooses one on the folds)
 FIX_THRESHOLDS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the ones train tries
 FIX_MIN_RECALL = 0.80  # the known-fix recall (mean over the folds) the fix threshold must keep
@@ -317,18 +321,34 @@ def highest_keeping_recall(recalls: dict[float, float], min_recall: float = FIX_
     return max(kept) if kept else min(recalls)
 
 
-def choose_threshold(confidences: np.ndarray, correct: np.ndarray, min_coverage: float = MIN_COVERAGE) -> float:
-    """The confidence below which to abstain: the threshold with the best accuracy on the kept issues among
-    those that keep at least `min_coverage` of them."""
-    best_t, best_acc = 0.0, correct.mean() if len(correct) else 0.0
-    for t in np.unique(confidences):
-        keep = confidences >= t
-        if keep.mean() < min_coverage:
-            break
-        acc = correct[keep].mean()
-        if acc > best_acc + 1e-9:
-            best_t, best_acc = float(t), acc
-    return best_t
+def fold_counted_detection(every: list[Example], every_v: list[Views], dense: np.ndarray,
+                           folds: list[tuple[list[int], list[int]]], chosen: dict) -> dict[float, list[dict]]:
+    """Resource-bug detection as the weekly report and the bot count it (metrics.counted_detection), per abstain
+    threshold (ABSTAIN_THRESHOLDS), one per fold: on each, the RE and component heads and the nearest labeled
+    issues' votes with the settings `chosen` are fitted calibrated, as the model's are, on the fold's other issues
+    (rows of `every`, `every_v`, `dense`), and a fold issue is set aside as unsure when its RE confidence is under
+    the threshold."""
+    from retriage.classifier.metrics import counted_detection
+
+    settings = {k: chosen[k] for k in ("re_class", "component", "nearest_labels") if k in chosen}
+    out: dict[float, list[dict]] = {t: [] for t in ABSTAIN_THRESHOLDS}
+    for train_rows, val_rows in folds:
+        tfidf = Tfidf().fit([every_v[i].lexical for i in train_rows])
+        m = fit_classifier([every[i] for i in train_rows], [], [], settings,
+                           features=(tfidf, dense[train_rows],
+                                     tfidf.transform([every_v[i].lexical for i in train_rows])))
+        preds = m.predict([every_v[i] for i in val_rows], views_of_dense(dense[val_rows]))
+        gold, got = [every[i].re_class for i in val_rows], [p.re_class for p in preds]
+        for t in ABSTAIN_THRESHOLDS:
+            out[t].append(counted_detection(gold, got, [p.re_confidence < t for p in preds]))
+    return out
+
+
+def lowest_keeping_precision(per_fold: dict[float, list[dict]], min_precision: float = MIN_PRECISION) -> float:
+    """The lowest abstain threshold (the most resource bugs counted) at which every fold's counted detection
+    precision is `min_precision` or more; the highest threshold when none is."""
+    kept = [t for t, folds in per_fold.items() if folds and all(f["precision"] >= min_precision for f in folds)]
+    return min(kept) if kept else max(per_fold)
 
 
 @dataclass
@@ -383,14 +403,14 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
           progress: Callable[[int], None] | None = None, embedder=None,
           unlabeled: list[Views] | None = None, extra_labels=(), corrections: bool = True,
           refit: bool = True, settings: dict | None = None) -> TrainResult:
-    """The hyperparameters, the abstain and fix thresholds and the dev figures come from a model fitted on the
-    training side alone (the held-out model, saved in `held_out/` beside the model); with `refit`, the model
+    """The hyperparameters and the abstain and fix thresholds are chosen on four blocked folds; the dev figures
+    come from a model fitted with them on the training side alone (the held-out model, saved in `held_out/` beside
+    the model); with `refit`, the model
     itself is then fitted with the same settings on every labeled issue, the dev split included (the newest
     issues of each repository, which the issues users mine today resemble most).
     `unlabeled`: extra issues for distilling the fast head (default: the snapshot issues nobody labeled).
     `settings`: the heads' settings to use instead of searching them (a model's meta["hyperparameters"], e.g. to
-    retrain with a few more labels; the abstain threshold is still chosen on the dev split, the fix threshold
-    on the folds).
+    retrain with a few more labels; the abstain and fix thresholds are still chosen on the folds).
     `out_dir` None: the user data folder (core.paths.models_dir()/<version>), never the installed package."""
     examples, n_corrections = training_examples(con, labels_dir, extra_labels, corrections)
     data = labeled_split(con, labels_dir, progress, embedder, examples)
@@ -426,10 +446,12 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
     # rested on ~80 issues with a fix, and dev is the fold most like the training side)
     fix_recalls = fold_fix_recalls(every, tr_v + dv_v, dense_every, folds, chosen["known_fix"])
     held_out.fix_threshold = chosen["known_fix"]["threshold"] = highest_keeping_recall(fix_recalls)
+    # the abstain threshold: the lowest at which every fold's resource-bug detection precision, counted as the
+    # report and the bot count it (unsure set aside), keeps MIN_PRECISION (on dev alone, chosen by accuracy, it
+    # set aside a quarter of the issues filed after the corpus, and with them half the resource bugs)
+    abstain = fold_counted_detection(every, tr_v + dv_v, dense_every, folds, chosen)
+    held_out.threshold = lowest_keeping_precision(abstain)
     preds = held_out.predict(dv_v, dv_emb)
-    conf = np.array([p.re_confidence for p in preds])
-    correct = np.array([p.re_class == e.re_class for p, e in zip(preds, dv)])
-    held_out.threshold = choose_threshold(conf, correct)
     for p in preds:
         p.abstained = p.re_confidence < held_out.threshold
     dev = evaluate_predictions(dv, preds)
@@ -441,6 +463,7 @@ def train(con: duckdb.DuckDBPyConnection | None, labels_dir: Path = LABELS_DIR, 
         "hyperparameters": chosen,
         "dev": {"re_class_macro_f1": dev["re_class"].macro_f1, "component_macro_f1": dev["component"].macro_f1,
                 "coverage": round(coverage, 4)},
+        "abstain_folds": {k: [f[k] for f in abstain[held_out.threshold]] for k in ("precision", "recall")},
         "corrections": n_corrections,
     }
     model = held_out

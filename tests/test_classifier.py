@@ -496,3 +496,48 @@ def test_the_folds_fix_recall_is_what_a_model_fitted_on_the_fold_shows(gold, shi
         assert recalls[t] == pytest.approx(_fix_counts(want, got)[1], abs=1e-9), t
     ordered = [recalls[t] for t in FIX_THRESHOLDS]
     assert ordered == sorted(ordered, reverse=True) and ordered[0] > ordered[-1]
+
+
+def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
+    from retriage.classifier.train import lowest_keeping_precision
+
+    def folds(*precisions):
+        return [{"precision": p, "recall": 0.5} for p in precisions]
+
+    # precision rises with the threshold; the rule keeps the lowest (the most resource bugs counted) at which no
+    # fold falls under the floor, not the one where their mean first reaches it
+    per_fold = {0.0: folds(0.85, 0.75), 0.4: folds(0.90, 0.79), 0.5: folds(0.90, 0.80), 0.6: folds(0.95, 0.90)}
+    assert lowest_keeping_precision(per_fold, 0.80) == 0.5
+    assert lowest_keeping_precision(per_fold, 0.75) == 0.0
+    assert lowest_keeping_precision(per_fold, 0.95) == 0.6  # none keeps it: the highest, the most precise there is
+    assert lowest_keeping_precision({0.0: folds(0.9), 0.5: folds(0.7), 0.6: folds(0.85)}, 0.80) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")
+def test_the_folds_counted_detection_is_what_a_model_fitted_on_the_fold_counts(gold, shipped):
+    """fold_counted_detection fits the RE and component heads and the votes on each fold's other issues; the model
+    fitted on the same issues with the same settings must count the same resource bugs on the fold's issues, with
+    those under the threshold set aside as unsure."""
+    from retriage.classifier.metrics import counted_detection
+    from retriage.classifier.snapshot_cache import shipped_embedder
+    from retriage.classifier.train import ABSTAIN_THRESHOLDS, fit_classifier, fold_counted_detection
+
+    every = list({e.key: e for e in sorted(gold[:600], key=lambda e: e.key)}.values())
+    v = [views(e.title, e.body) for e in every]
+    emb = shipped_embedder()(v)
+    val = [i for i in range(len(every)) if i % 3 == 0]
+    train = [i for i in range(len(every)) if i % 3]
+    settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "nearest_labels")}
+    per_fold = fold_counted_detection(every, v, dense_features(emb, v), [(train, val)], settings)
+
+    model = fit_classifier([every[i] for i in train], [v[i] for i in train], [x[train] for x in emb], settings)
+    assert model.nearest_labels is not None
+    preds = model.predict([v[i] for i in val], [x[val] for x in emb])
+    gold_re, got = [every[i].re_class for i in val], [p.re_class for p in preds]
+    assert sum(g != "none" for g in gold_re) >= 30
+    for t in ABSTAIN_THRESHOLDS:
+        assert per_fold[t] == [counted_detection(gold_re, got, [p.re_confidence < t for p in preds])], t
+    recalls = [per_fold[t][0]["recall"] for t in ABSTAIN_THRESHOLDS]
+    unsure = [per_fold[t][0]["unsure"] for t in ABSTAIN_THRESHOLDS]
+    assert recalls == sorted(recalls, reverse=True) and recalls[0] > recalls[-1]
+    assert unsure == sorted(unsure) and unsure[0] == 0 < unsure[-1]

@@ -27,15 +27,15 @@ def train(
     as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
                                    "of `retriage classify` again (of the model in --output, else --model)."),
-    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings (on four "
-                               "blocked folds, with the fix threshold) and the abstain threshold (on the dev split, with a "
+    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings and the "
+                               "fix and abstain thresholds (on four blocked folds) and scoring the dev split (with a "
                                "fit that never saw it, saved in held_out/), fit the model on every label, the dev "
                                "split included."),
     keep_settings: bool = typer.Option(False, "--keep-settings", help="Use the heads' settings of --model "
                                        "(default: the shipped model), and those of its nearest labeled issues' "
                                        "votes, instead of searching them on the folds (a model without votes gets "
-                                       "them searched); the thresholds are still chosen (the abstain threshold on "
-                                       "the dev split, the fix threshold on the folds). For a "
+                                       "them searched); the fix and abstain thresholds are still chosen on "
+                                       "the folds. For a "
                                        "few added labels: faster, and the settings do not move with one more "
                                        "example."),
 ):
