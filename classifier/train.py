@@ -182,10 +182,23 @@ def _search_fix(every: list[Example], every_v: list[Views], dense: np.ndarray,
                 folds: list[tuple[list[int], list[int]]]) -> tuple[float, float]:
     """(C, sparse weight) of the fix head with the best mean F1, over the blocked folds, of the known fixes shown
     (the rules' tags and the head's likeliest answer, `none` included, together: no threshold yet), rounded to two
-    places; ties go to the better mean recall, since a missing fix is what the known-fix recall counts. On each
-    fold the head is fitted on the fold's other issues (rows of `every`, `every_v`, `dense`). The threshold on the
-    probability that some fix applies, which decides what `retriage` shows, is chosen afterwards on the same
-    folds (fold_fix_recalls)."""
+    places; ties go to the better mean recall, since a missing fix is what the known-fix recall counts
+    (best_fix_setting over fix_fold_scores). The threshold on the probability that some fix applies, which decides
+    what `retriage` shows, is chosen afterwards on the same folds (fold_fix_recalls)."""
+    return best_fix_setting(fix_fold_scores(every, every_v, dense, folds))
+
+
+def best_fix_setting(totals: dict[tuple[float, float], np.ndarray]) -> tuple[float, float]:
+    """The (C, sparse weight) whose mean F1, rounded to two places, is the highest; among equal ones the best mean
+    recall (`totals`: (C, sparse weight) -> [mean F1, mean recall]); the first in grid order when both tie."""
+    return max(totals, key=lambda k: (round(float(totals[k][0]), 2), round(float(totals[k][1]), 9)))
+
+
+def fix_fold_scores(every: list[Example], every_v: list[Views], dense: np.ndarray,
+                    folds: list[tuple[list[int], list[int]]]) -> dict[tuple[float, float], np.ndarray]:
+    """(C, sparse weight) -> [mean F1, mean recall] over the folds of the known fixes shown (the rules' tags and
+    the uncalibrated head's likeliest answer in the issue's engine's terms, `none` left out): on each fold the
+    head is fitted on the fold's other issues (rows of `every`, `every_v`, `dense`)."""
     y = [e.known_fix for e in every]
     totals: dict[tuple[float, float], np.ndarray] = {}
     for train_rows, val_rows in folds:
@@ -202,8 +215,7 @@ def _search_fix(every: list[Example], every_v: list[Views], dense: np.ndarray,
                 got = [set(r) | ({engine_fix(dict(zip(head.classes_, row)), every[i].engine)[0]} - {"none"})
                        for r, row, i in zip(rules, probs, val_rows)]
                 totals[(c, sw)] = totals.get((c, sw), np.zeros(2)) + np.array(_fix_counts(want, got)) / len(folds)
-    best = max(totals, key=lambda k: (round(float(totals[k][0]), 2), round(float(totals[k][1]), 9)))
-    return best
+    return totals
 
 
 def head_for(h: dict, calibrate: bool = True) -> LinearHead:

@@ -498,6 +498,46 @@ def test_the_folds_fix_recall_is_what_a_model_fitted_on_the_fold_shows(gold, shi
     assert ordered == sorted(ordered, reverse=True) and ordered[0] > ordered[-1]
 
 
+def test_fix_setting_is_the_best_f1_to_two_places_then_the_best_recall():
+    from retriage.classifier.train import best_fix_setting
+
+    totals = {(1.0, 1.0): np.array([0.4149, 0.70]), (2.0, 1.0): np.array([0.4101, 0.78]),
+              (4.0, 1.0): np.array([0.4049, 0.95])}
+    assert best_fix_setting(totals) == (2.0, 1.0)  # 0.41 either way: the better recall
+    totals[(8.0, 2.0)] = np.array([0.4160, 0.10])
+    assert best_fix_setting(totals) == (8.0, 2.0)  # 0.42 beats 0.41 whatever the recall
+    assert best_fix_setting({(1.0, 1.0): np.array([0.5, 0.8]), (2.0, 1.0): np.array([0.5, 0.8])}) == (1.0, 1.0)
+
+
+@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")
+def test_the_fix_settings_fold_scores_are_what_a_head_fitted_on_the_fold_shows(gold, shipped):
+    """fix_fold_scores fits an uncalibrated fix head per setting on each fold's other issues; the model's fix head
+    fitted (uncalibrated) on the same issues with that setting, with the rules' tags, must show the same fixes."""
+    from retriage.classifier.model import engine_fix
+    from retriage.classifier.snapshot_cache import shipped_embedder
+    from retriage.classifier.train import C_GRID, SPARSE_WEIGHTS, _fix_counts, fit_classifier, fix_fold_scores
+
+    with_fix = [e for e in gold if e.known_fix != "none"]
+    every = list({e.key: e for e in sorted(gold[:300] + with_fix[:60], key=lambda e: e.key)}.values())
+    v = [views(e.title, e.body) for e in every]
+    emb = shipped_embedder()(v)
+    val = [i for i in range(len(every)) if i % 3 == 0]
+    train = [i for i in range(len(every)) if i % 3]
+    totals = fix_fold_scores(every, v, dense_features(emb, v), [(train, val)])
+    assert set(totals) == {(c, sw) for c in C_GRID for sw in SPARSE_WEIGHTS}
+
+    want = [{every[i].known_fix} - {"none"} for i in val]
+    assert sum(map(bool, want)) >= 10
+    heads = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component")}
+    for c, sw in ((C_GRID[0], SPARSE_WEIGHTS[0]), (C_GRID[-1], SPARSE_WEIGHTS[-1])):
+        model = fit_classifier([every[i] for i in train], [v[i] for i in train], [x[train] for x in emb],
+                               {**heads, "known_fix": {"C": c, "sparse_weight": sw}}, calibrate=False)
+        preds = model.predict([v[i] for i in val], [x[val] for x in emb])
+        got = [set(v[i].fixes(every[i].engine)) | ({engine_fix(p.fix_probs, every[i].engine)[0]} - {"none"})
+               for i, p in zip(val, preds)]
+        assert totals[(c, sw)] == pytest.approx(np.array(_fix_counts(want, got)), abs=1e-9), (c, sw)
+    assert len({round(float(t[0]), 6) for t in totals.values()}) > 1  # the settings differ in what they show
+
 def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
     from retriage.classifier.train import lowest_keeping_precision
 
