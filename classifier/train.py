@@ -358,7 +358,9 @@ def fold_counted_detection(every: list[Example], every_v: list[Views], dense: np
 
 def lowest_keeping_precision(per_fold: dict[float, list[dict]], min_precision: float = MIN_PRECISION) -> float:
     """The lowest abstain threshold (the most resource bugs counted) at which every fold's counted detection
-    precision is `min_precision` or more; the highest threshold when none is."""
+    precision is `min_precision` or more; the highest threshold when none is; 0 (never abstain) without folds."""
+    if not any(per_fold.values()):
+        return 0.0
     kept = [t for t, folds in per_fold.items() if folds and all(f["precision"] >= min_precision for f in folds)]
     return min(kept) if kept else max(per_fold)
 

@@ -551,6 +551,7 @@ def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
     assert lowest_keeping_precision(per_fold, 0.75) == 0.0
     assert lowest_keeping_precision(per_fold, 0.95) == 0.6  # none keeps it: the highest, the most precise there is
     assert lowest_keeping_precision({0.0: folds(0.9), 0.5: folds(0.7), 0.6: folds(0.85)}, 0.80) == 0.0
+    assert lowest_keeping_precision({0.0: [], 0.5: [], 0.9: []}, 0.80) == 0.0  # no folds to judge by: never abstain
 
 
 @pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")
