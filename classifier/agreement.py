@@ -1,5 +1,5 @@
 """Inter-annotator agreement: Cohen's kappa per field between the first labels and an independent second
-reader, before disagreements were settled. Six studies, each a pair of files in taxonomy/agreement/:
+reader, before disagreements were settled. Seven studies, each a pair of files in taxonomy/agreement/:
 
 - "corpus": second_reader.jsonl / adjudication.jsonl, 150 random issues of the corpus batches;
 - "real": second_reader_real.jsonl / adjudication_real.jsonl, 150 random issues of the records laid out as
@@ -11,7 +11,9 @@ reader, before disagreements were settled. Six studies, each a pair of files in 
 - "set_4": second_reader_set_4.jsonl / adjudication_set_4.jsonl, 150 random issues of the fourth set
   (real_trtllm_4, real_recent_4), read by two second readers (75 each);
 - "set_5": second_reader_set_5.jsonl / adjudication_set_5.jsonl, 150 random issues of the fifth set
-  (real_trtllm_5, real_recent_5), read by two second readers (75 each).
+  (real_trtllm_5, real_recent_5), read by two second readers (75 each);
+- "set_6": second_reader_set_6.jsonl / adjudication_set_6.jsonl, all 133 issues of the sixth set, which is
+  kept out of training (taxonomy/holdout/fresh_6.jsonl), read by three blind second readers.
 
 An adjudication file records each settled value and the first reader's original one."""
 
@@ -21,7 +23,7 @@ import json
 from pathlib import Path
 
 from retriage.classifier.dataset import label_files, read_labels
-from retriage.taxonomy import HERE
+from retriage.taxonomy import HERE, HOLDOUT_DIR
 
 AGREEMENT_DIR = HERE / "agreement"
 FIELDS = ("re_class", "component", "known_fix")
@@ -35,13 +37,13 @@ def kappa(a: list[str], b: list[str]) -> float:
     return 1.0 if pe == 1 else (po - pe) / (1 - pe)
 
 
-STUDIES = {"corpus": "", "real": "_real", "real_2": "_real_2", "set_3": "_set_3", "set_4": "_set_4", "set_5": "_set_5"}
+STUDIES = {"corpus": "", "real": "_real", "real_2": "_real_2", "set_3": "_set_3", "set_4": "_set_4", "set_5": "_set_5", "set_6": "_set_6"}
 ADJUDICATION_KEYS = ("repo", "number", "field", "first", "second", "settled")
 
 
 def agreement(folder: Path = AGREEMENT_DIR, study: str = "corpus") -> dict:
     first = {}
-    for path in label_files():
+    for path in [*label_files(), *label_files(HOLDOUT_DIR)]:
         for r in read_labels(path):
             first.setdefault((r["repo"], r["number"]), dict(r))
     suffix = STUDIES[study]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LABELS_DIR = HERE / "labels"
+HOLDOUT_DIR = HERE / "holdout"  # labeled like labels/, kept out of every fit: issues no model has read
 
 
 @dataclass(frozen=True)

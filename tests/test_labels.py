@@ -10,9 +10,11 @@ import pytest
 
 from retriage.classifier.agreement import ADJUDICATION_KEYS, STUDIES, agreement
 from retriage.classifier.dataset import label_files, load_gold, read_labels
-from retriage.taxonomy import HERE, canonical_repo, component_ids, fix_tag_ids, re_class_ids
+from retriage.taxonomy import HERE, HOLDOUT_DIR, canonical_repo, component_ids, fix_tag_ids, re_class_ids
 
 RECORDS = [(p.name, i, r) for p in label_files() for i, r in enumerate(read_labels(p), 1)]
+HOLDOUT = [(p.name, i, r) for p in label_files(HOLDOUT_DIR) for i, r in enumerate(read_labels(p), 1)]
+STUDY_SIZE = {"set_6": 133}  # the sixth study read every issue of its set; the others a random 150
 
 
 def test_every_record_uses_the_guides_vocabulary_and_names_its_issue():
@@ -60,7 +62,7 @@ def test_each_class_has_at_least_a_hundred_examples_and_both_new_sources_are_the
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_agreement_studies_have_150_issues_and_high_kappa(study):
     a = agreement(study=study)
-    assert a["n"] == 150
+    assert a["n"] == STUDY_SIZE.get(study, 150)
     for field in ("re_class", "component"):
         assert a[field]["kappa"] >= 0.8, (study, field, a[field])
     # known fixes are rare (a tag on 1 issue in 8), so a few disagreements move kappa a lot: 4 of 150 give 0.79;
@@ -73,7 +75,7 @@ def test_agreement_studies_have_150_issues_and_high_kappa(study):
 
 def test_settled_values_are_the_labels_in_use():
     labels = {}
-    for _, _, r in RECORDS:
+    for _, _, r in RECORDS + HOLDOUT:
         labels.setdefault((canonical_repo(r["repo"]), r["number"]), r)
     for study, suffix in STUDIES.items():
         for x in read_labels(HERE / "agreement" / f"adjudication{suffix}.jsonl", ADJUDICATION_KEYS):
@@ -98,3 +100,24 @@ def test_engine_bound_fix_tags_are_used_only_for_their_engines():
     assert fix_tag_for_engine("oom_four_step", "vllm") == "oom_four_step"
     assert fix_tag_for_engine("oom_four_step", None) == "oom_four_step"
     assert fix_tag_for_engine("nccl_debug", "llama.cpp") == "nccl_debug"
+
+
+def test_the_holdout_set_is_well_formed_and_no_fit_reads_it():
+    """taxonomy/holdout/ holds real-issue records labeled like the rest but kept out of training, so that a
+    figure on them is one on issues no model has read: none of them may also sit in taxonomy/labels/."""
+    assert len(HOLDOUT) >= 100
+    classes, comps, fixes = set(re_class_ids()), set(component_ids()), set(fix_tag_ids())
+    trained = {(canonical_repo(r["repo"]), r["number"]) for _, _, r in RECORDS}
+    keys = Counter((canonical_repo(r["repo"]), r["number"]) for _, _, r in HOLDOUT)
+    assert max(keys.values()) == 1 and not set(keys) & trained, sorted(set(keys) & trained)[:5]
+    for name, i, r in HOLDOUT:
+        where = f"{name}:{i}"
+        assert r["re_class"] in classes and r["component"] in comps and r["known_fix"] in fixes, where
+        assert r["html_url"] == f"https://github.com/{r['repo']}/issues/{r['number']}", where
+        assert r["form"] == "real" and r["title"].strip() and 0 < len(r["body"]) <= 6000, where
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", r["created_at"]), where
+        # TensorRT-LLM issues of any date; of the other engines only issues filed after the corpus ends
+        assert canonical_repo(r["repo"]) == canonical_repo("NVIDIA/TensorRT-LLM") or r["created_at"] >= "2025-08-01", where
+    with_logs = sum("```" in r["body"] for _, _, r in HOLDOUT)
+    headed = sum(r["body"].lstrip().startswith(("###", "##")) for _, _, r in HOLDOUT)
+    assert with_logs >= 0.6 * len(HOLDOUT) and headed >= 0.9 * len(HOLDOUT), (with_logs, headed, len(HOLDOUT))
