@@ -126,10 +126,11 @@ def model_answers(model, gold: list[Example], embed, view_of) -> dict:
 
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
              step: Callable[[str], None] | None = None, advance: Callable[[], None] | None = None,
-             model_dir: str | None = None) -> EvalReport:
+             model_dir: str | None = None, holdout: bool = True) -> EvalReport:
     """The dev split (or a --gold file) scored by the shipped model beside the baselines (the dev split by its
     held-out fit, when the model was refitted on the dev split too: `IssueClassifier.held_out`); with `generalisation`
-    (and no --gold), the future and new-engine splits too (see classifier/generalisation.py). `step` is told
+    (and no --gold), the future and new-engine splits too (see classifier/generalisation.py), and with `holdout`
+    the issues of taxonomy/holdout/ scored by the model as it is (`holdout_report`). `step` is told
     what is being done (a short phrase) as each stage starts; `advance` is called as each split is done (the dev
     split or --gold, then each generalisation split)."""
     step = step or (lambda _: None)
@@ -194,4 +195,40 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
             report.generalisation.append(evaluate_split(sp, embed, model.meta["hyperparameters"], step, view_of,
                                                         threshold=model.threshold))
             advance()
+        held = holdout_examples(team) if holdout else []
+        if held:
+            report.generalisation.append(holdout_report(model, team, held, embed, view_of, step))
+            advance()
+    return report
+
+
+def holdout_examples(team: list[Example]) -> list[Example]:
+    """The issues of taxonomy/holdout/ (labeled like the rest, read by no fit), less any that the labeled set
+    also holds (none, by the label tests; a user's labels could)."""
+    from retriage.taxonomy import HOLDOUT_DIR
+
+    if not any(HOLDOUT_DIR.glob("*.jsonl")):
+        return []
+    fitted = {e.key for e in team}
+    return [e for e in load_gold(HOLDOUT_DIR) if e.key not in fitted]
+
+
+def holdout_report(model, team: list[Example], held: list[Example], embed, view_of,
+                   step: Callable[[str], None]) -> SplitReport:
+    """The model as shipped (fitted on the whole labeled set; nothing refitted) on the holdout issues, beside the
+    baselines fitted on the whole labeled set; as the report and the bot count, under the model's own abstain
+    threshold."""
+    step(f"holdout: {len(held)} issues")
+    answers = model_answers(model, held, embed, view_of)
+    report = SplitReport("holdout", "issues kept out of every fit (taxonomy/holdout/), scored by the model "
+                         "as it is",
+                         len(team), len(held))
+    for e in held:
+        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
+    report.systems["model"] = system_scores(held, answers["re_class"], answers["component"], answers["fixes"],
+                                            answers["abstained"])
+    step("holdout: baselines")
+    for name, a in baseline_answers(team, held, view_of).items():
+        report.systems[name] = system_scores(held, a["re_class"], a["component"])
+    report.per_engine = per_engine(held, answers["re_class"])
     return report

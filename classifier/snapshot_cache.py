@@ -1,6 +1,7 @@
 """The bundled embedding cache: the MiniLM vectors of every view of every snapshot issue and of every labeled
-issue from outside the snapshot, shipped beside the snapshot (float16) so that `retriage demo` labels it in
-about a minute, and `retriage train` / `retriage eval` run, without embedding ~14,000 texts on the CPU first.
+issue from outside the snapshot (the holdout set's too: they are the encoder's output, nothing is fitted on
+them), shipped beside the snapshot (float16) so that `retriage demo` labels it in about a minute, and
+`retriage train` / `retriage eval` run, without embedding ~15,000 texts on the CPU first.
 
 It is only a cache: entries are keyed by the hash of the prepared text and the model name, like the database's
 `embeddings` table. Text that changed since the cache was built (other text preparation, other data) misses it
@@ -26,6 +27,7 @@ from retriage.core.bundled import snapshot_folder
 from retriage.db import writes
 from retriage.classifier.dataset import load_gold
 from retriage.classifier.features import VIEW_FIELDS, views
+from retriage.taxonomy import HOLDOUT_DIR
 
 
 def cache_path() -> Path:
@@ -45,7 +47,7 @@ def snapshot_texts() -> list[str]:
                 v = views(r.get("title"), r.get("body"))
                 for name in VIEW_FIELDS:
                     texts.setdefault(getattr(v, name), None)
-    for e in load_gold():
+    for e in [*load_gold(), *load_gold(HOLDOUT_DIR)]:
         if e.source != "corpus":
             v = views(e.title, e.body)
             for name in VIEW_FIELDS:

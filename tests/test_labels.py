@@ -113,3 +113,20 @@ def test_the_holdout_set_is_real_issues_no_fit_reads():
         assert "body" in r and r["created_at"], f"{name}:{i}"
         # TensorRT-LLM issues of any date; of the other engines only issues filed after the corpus ends
         assert canonical_repo(r["repo"]) == canonical_repo("NVIDIA/TensorRT-LLM") or r["created_at"] >= "2025-08-01", f"{name}:{i}"
+
+
+def test_the_shipped_vectors_cover_every_labeled_and_holdout_issue():
+    """`retriage eval` and `retriage train` read the package's shipped MiniLM vectors and embed nothing: every
+    view of every labeled issue from outside the snapshot, and of every holdout issue, is in them (a label
+    added or edited without rebuilding the cache would be embedded on the CPU at every first run)."""
+    import numpy as np
+
+    from retriage.classifier.embed import text_hash
+    from retriage.classifier.features import VIEW_FIELDS, views
+    from retriage.classifier.snapshot_cache import cache_path
+
+    with np.load(cache_path(), allow_pickle=False) as a:
+        have = set(a["hashes"].tolist())
+    missing = [f"{e.repo}#{e.number}" for e in [*load_gold(), *load_gold(HOLDOUT_DIR)] if e.source != "corpus"
+               and not all(text_hash(getattr(views(e.title, e.body), f)) in have for f in VIEW_FIELDS)]
+    assert not missing, missing[:10]

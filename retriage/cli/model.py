@@ -164,14 +164,18 @@ def eval_cmd(
     db: Optional[str] = Db,
     as_json: bool = Json,
     dev_only: bool = typer.Option(False, "--dev-only", help="Only the dev split (skip the future and new-engine "
-                                  "splits, which refit the model on each split's training side)."),
+                                  "splits, which refit the model on each split's training side, and the holdout set)."),
     model: Optional[str] = Model,
 ):
     """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines, on the dev split and
-    on the splits that measure generalisation: future (trained before 2025-08-01) and new engine (TensorRT-LLM)."""
+    on the sets that measure generalisation: future (trained before 2025-08-01), new engine (TensorRT-LLM) and
+    holdout (taxonomy/holdout/, issues no fit has read: the model is scored as it is, so a model trained with
+    them as --extra-labels reads optimistic there)."""
     from retriage.classifier.evaluation import run_eval
+    from retriage.taxonomy import HOLDOUT_DIR
 
-    stages = 1 if dev_only or gold is not None else 3  # the dev split (or --gold), then each generalisation split
+    # the dev split (or --gold), then each generalisation split, then the holdout set
+    stages = 1 if dev_only or gold is not None else 3 + any(HOLDOUT_DIR.glob("*.jsonl"))
     bar, advance = _progress(stages, "evaluating")
     task = bar.task_ids[0]
     with bar:
