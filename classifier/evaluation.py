@@ -178,15 +178,8 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
         kept = [i for i, a in enumerate(answers["abstained"]) if not a]
         if kept:
             report.confident[target] = metrics.score([y[i] for i in kept], [answers[target][i] for i in kept], labels)
-    report.summary = SplitReport("dev" if gold_path is None else "gold", source, len(train), len(gold))
-    for e in gold:
-        report.summary.test_sources[e.source] = report.summary.test_sources.get(e.source, 0) + 1
-    for name, a in predicted.items():
-        model_row = name == "model"
-        report.summary.systems[name] = system_scores(gold, a["re_class"], a["component"],
-                                                     answers["fixes"] if model_row else None,
-                                                     answers["abstained"] if model_row else None)
-    report.summary.per_engine = per_engine(gold, answers["re_class"])
+    report.summary = answered_split("dev" if gold_path is None else "gold", source, len(train), gold, answers,
+                                    predicted)
     advance()
     if generalisation and gold_path is None:
         from retriage.classifier.splits import generalisation_splits
@@ -207,7 +200,7 @@ def holdout_examples(team: list[Example]) -> list[Example]:
     also holds (none, by the label tests; a user's labels could)."""
     from retriage.taxonomy import HOLDOUT_DIR
 
-    if not any(HOLDOUT_DIR.glob("*.jsonl")):
+    if not HOLDOUT_DIR.is_dir():
         return []
     fitted = {e.key for e in team}
     return [e for e in load_gold(HOLDOUT_DIR) if e.key not in fitted]
@@ -220,15 +213,23 @@ def holdout_report(model, team: list[Example], held: list[Example], embed, view_
     threshold."""
     step(f"holdout: {len(held)} issues")
     answers = model_answers(model, held, embed, view_of)
-    report = SplitReport("holdout", "issues kept out of every fit (taxonomy/holdout/), scored by the model "
-                         "as it is",
-                         len(team), len(held))
-    for e in held:
-        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
-    report.systems["model"] = system_scores(held, answers["re_class"], answers["component"], answers["fixes"],
-                                            answers["abstained"])
     step("holdout: baselines")
-    for name, a in baseline_answers(team, held, view_of).items():
-        report.systems[name] = system_scores(held, a["re_class"], a["component"])
-    report.per_engine = per_engine(held, answers["re_class"])
+    predicted = {"model": answers, **baseline_answers(team, held, view_of)}
+    return answered_split("holdout", "issues kept out of every fit (taxonomy/holdout/), scored by the model as it "
+                          "is", len(team), held, answers, predicted)
+
+
+def answered_split(name: str, description: str, n_train: int, gold: list[Example], answers: dict,
+                   predicted: dict) -> SplitReport:
+    """The figures of one set of gold issues, from answers already given: `answers` the model's (with its fixes
+    and abstentions, counted as unsure), `predicted` every system's class and component, the model's included."""
+    report = SplitReport(name, description, n_train, len(gold))
+    for e in gold:
+        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
+    for system, a in predicted.items():
+        model_row = system == "model"
+        report.systems[system] = system_scores(gold, a["re_class"], a["component"],
+                                               answers["fixes"] if model_row else None,
+                                               answers["abstained"] if model_row else None)
+    report.per_engine = per_engine(gold, answers["re_class"])
     return report
