@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-fast install bench clean
+.PHONY: demo test test-fast install bench figures clean
 
 $(BIN)/retriage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench: install
 	$(BIN)/python bench/duplicates
 	sh bench/mine
 	sh bench/concurrency --db retriage.duckdb  # needs the demo database (`make demo`)
+
+figures: install
+	# docs/evaluation.md: every split `retriage eval` scores, written by the command itself (a few minutes cold)
+	$(BIN)/retriage eval --markdown docs/evaluation.md
 
 clean:
 	rm -rf $(VENV) retriage.duckdb retriage.duckdb.wal

@@ -233,3 +233,72 @@ def answered_split(name: str, description: str, n_train: int, gold: list[Example
                                                answers["abstained"] if model_row else None)
     report.per_engine = per_engine(gold, answers["re_class"])
     return report
+
+
+SYSTEM_NAMES = {"model": "model", "tfidf_logreg": "TF-IDF + LR", "keyword_rules": "keyword rules",
+                "majority": "majority"}
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _row(*cells) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _table(head: list[str], rows: list[list]) -> list[str]:
+    return [_row(*head), _row(*["---"] * len(head)), *(_row(*r) for r in rows), ""]
+
+
+def markdown(report: EvalReport) -> str:
+    """The tables `retriage eval` prints, as Markdown (`eval --markdown PATH`; `make figures` writes
+    docs/evaluation.md with it): every split it scored, each system's RE macro-F1 with its 95 % interval."""
+    splits = ([report.summary] if report.summary else []) + report.generalisation
+    by = f"; the {report.summary.name if report.summary else 'gold'} issues scored by its fit without the dev " \
+         f"split, `{report.scored_by}`" if report.scored_by and report.scored_by != report.model_version else ""
+    out = ["# Evaluation", "",
+           "Written by `retriage eval --markdown PATH` (`make figures`); regenerate it rather than edit it.", "",
+           f"Model `{report.model_version}`{by}. Gold: {report.source}, {report.n} issues, coverage "
+           f"{report.coverage:.0%} (the rest abstained as unsure). RE macro-F1 with its 95 % bootstrap interval "
+           "(1,000 resamples of the issues); resource P/R is any RE class against `none`.", ""]
+    out += _table(["split", "what", "train", "test", "test issues by form"],
+                  [[g.name, g.description, g.n_train, g.n_test,
+                    ", ".join(f"{n} {k}" for k, n in sorted(g.test_sources.items()))] for g in splits])
+    rows = []
+    for g in splits:
+        for name, s in g.systems.items():
+            fix = "-" if s.fix_recall is None or s.fix_recall["recall"] is None else \
+                f"{s.fix_recall.get('precision') or 0:.2f}/{s.fix_recall['recall']:.2f} (n={s.fix_recall['n']})"
+            per = " / ".join(f"{s.re_per_class_f1[c]:.2f}" if c in s.re_per_class_f1 else "-"
+                             for c in ("RE.1", "RE.2", "RE.3", "RE.4", "none"))
+            rows.append([g.name, SYSTEM_NAMES.get(name, name),
+                         f"{s.re_macro_f1:.3f} ({s.re_interval[0]:.2f}–{s.re_interval[1]:.2f})", per,
+                         f"{s.detection['precision']:.2f}/{s.detection['recall']:.2f}",
+                         f"{s.component_macro_f1:.3f}", fix])
+    out += _table(["split", "system", "RE macro-F1 (95 % CI)", "F1 RE.1 / RE.2 / RE.3 / RE.4 / none",
+                   "resource P/R", "component macro-F1", "known-fix P/R"], rows)
+    out += ["The model's resource-bug detection as the report and the bot count it (unsure answers set aside), "
+            "and per engine:", ""]
+    rows = []
+    for g in splits:
+        c = g.systems["model"].counted if "model" in g.systems else None
+        engines = "; ".join(f"{e} (n={d['n']}) {d['re_macro_f1']:.2f} ({d['re_macro_f1_95ci'][0]:.2f}–"
+                            f"{d['re_macro_f1_95ci'][1]:.2f}), P/R {d['detection']['precision']:.2f}/"
+                            f"{d['detection']['recall']:.2f}" for e, d in g.per_engine.items())
+        rows.append([g.name, f"{c['precision']:.2f}/{c['recall']:.2f}" if c else "-",
+                     f"{c['unsure']} of {g.n_test}" if c else "-", engines])
+    out += _table(["split", "counted P/R", "unsure", "per engine: RE macro-F1 (95 % CI), P/R"], rows)
+    for target, systems in report.scores.items():
+        labels = next(iter(systems.values())).labels
+        out += [f"{report.summary.name if report.summary else 'gold'}, {target}: macro-F1 and per-class F1 "
+                "(precision/recall)", ""]
+        out += _table(["system", "macro-F1", *labels],
+                      [[SYSTEM_NAMES.get(name, name), f"{s.macro_f1:.3f}",
+                        *(f"{s.per_class[c]['f1']:.2f} ({s.per_class[c]['precision']:.2f}/"
+                          f"{s.per_class[c]['recall']:.2f})" if c in s.per_class else "-" for c in labels)]
+                       for name, s in systems.items()])
+        m = systems["model"]
+        out += [f"The model's confusion ({target}; rows true, columns predicted):", ""]
+        out += _table(["true / predicted", *m.labels], [[c, *row] for c, row in zip(m.labels, m.confusion)])
+    return "\n".join(out)

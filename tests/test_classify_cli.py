@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # fresh interpreters, the real model or a trainin
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}
 
-# The documented --json shape (README, "classify").
+# The documented --json shape (docs/cli.md, "classify").
 TOP_KEYS = {"engine", "engine_reason", "re_class", "re_confidence", "class_source", "class_rule", "model_class",
             "component", "component_confidence", "abstained", "fixes", "evidence", "similar", "exception", "frames",
             "disagreement", "environment", "notes", "model_version", "fast_path"}

@@ -1,5 +1,6 @@
 """CLI conventions, run as a user runs them (fresh processes): shell completion, --json on every read command, and
-the exit codes of the README's table — the same for usage errors Click finds and for the tool's own checks."""
+the exit codes of the README's table — the same for usage errors Click finds and for the tool's own checks; the
+README's command table and the manual's examples match the commands and options the CLI has."""
 
 from __future__ import annotations
 
@@ -81,9 +82,66 @@ def test_ok_help_and_version_exit_0(db):
     assert bare.returncode == errors.OK and "Usage: retriage" in bare.stdout
 
 
+def _section(path, title: str) -> str:
+    """The text under the Markdown heading `title` (any level) of `path`, up to the next heading of that level."""
+    text = path.read_text()
+    m = re.search(rf"^(#+) {re.escape(title)}\n", text, flags=re.M)
+    assert m, f"{path.name}: no section {title!r}"
+    end = re.search(rf"^#{{1,{len(m.group(1))}}} ", text[m.end():], flags=re.M)
+    return text[m.end():m.end() + end.start()] if end else text[m.end():]
+
+
 def test_readme_exit_code_table_is_what_the_code_uses():
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Exit codes"):]
-    section = section[:section.index("\n#", 1)]
+    section = _section(ROOT / "README.md", "Exit codes")
     documented = {int(code) for code in re.findall(r"^\| `(\d+)` \|", section, flags=re.M)}
     assert documented == {errors.OK, errors.FAILED, errors.USAGE, errors.INTERNAL, errors.INTERRUPTED}
+
+
+def test_every_command_of_help_is_in_the_readme_table_and_docs_cli():
+    from retriage.cli import COMMANDS
+
+    helped = run_cli("--help").stdout
+    for path, title in ((ROOT / "README.md", "Commands"), (ROOT / "docs" / "cli.md", "Every command")):
+        table = set(re.findall(r"^\| `retriage ([a-z]+)", _section(path, title), flags=re.M))
+        assert table == set(COMMANDS), (path.name, table ^ set(COMMANDS))
+    assert all(re.search(rf"^\W*{name}\s", helped, flags=re.M) for name in COMMANDS), helped
+
+
+DOCS_WITH_EXAMPLES = ["README.md", "docs/cli.md", "docs/bot.md"]
+
+
+def _example_calls(text: str):
+    """(line, command, words) for every `retriage COMMAND ...` in the ```sh blocks of a Markdown text."""
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            code = re.sub(r'"\$\((.*?)\)"', r" \1 ", line.split("  #")[0])
+            for part in re.split(r"[|;&]+", code):
+                words = part.split()
+                for i, word in enumerate(words):
+                    if word.endswith("retriage") and word.rsplit("/", 1)[-1] == "retriage":
+                        yield line, words[i + 1] if i + 1 < len(words) else None, words[i + 2:]
+                        break
+
+
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES)
+def test_every_documented_example_names_a_command_and_its_options(doc):
+    """Each example in the manual calls a command `retriage --help` lists, with options that command takes."""
+    import typer.main
+
+    from retriage.cli import app
+
+    group = typer.main.get_command(app)
+    calls = list(_example_calls((ROOT / doc).read_text()))
+    assert calls, doc
+    for line, name, words in calls:
+        if name in ("--version", "--help"):
+            continue
+        assert name in group.commands, (doc, line)
+        params = group.commands[name].params
+        known = {"--help"} | {o for p in params for o in (*p.opts, *getattr(p, "secondary_opts", []))}
+        for word in words:
+            if word == "--":
+                break
+            option = word.split("=", 1)[0]
+            if re.fullmatch(r"--?[a-zA-Z][-a-zA-Z]*", option):
+                assert option in known, (doc, line, option)

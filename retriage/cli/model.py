@@ -149,7 +149,7 @@ def predict(
                                 "standard output; a symlink is written through)."),
     model: Optional[str] = Model,
 ):
-    """Batch prediction with a stable contract: one output line per input issue (see README, "predict")."""
+    """Batch prediction with a stable contract: one output line per input issue (see docs/cli.md, "predict")."""
     from retriage.classifier.model import IssueClassifier
     from retriage.classifier.predict import predict_file
 
@@ -166,14 +166,24 @@ def eval_cmd(
     dev_only: bool = typer.Option(False, "--dev-only", help="Only the dev split (skip the future and new-engine "
                                   "splits, which refit the model on each split's training side, and the holdout set)."),
     model: Optional[str] = Model,
+    markdown: Optional[Path] = typer.Option(None, "--markdown", metavar="PATH", help="Also write the tables as "
+                                            "Markdown to PATH, whole or not at all ('-': standard output, "
+                                            "instead of the tables). `make figures` writes docs/evaluation.md."),
 ):
     """Macro-F1, per-class precision/recall and confusion matrices, beside the baselines, on the dev split and
     on the sets that measure generalisation: future (trained before 2025-08-01), new engine (TensorRT-LLM) and
     holdout (taxonomy/holdout/, issues no fit has read: the model is scored as it is, so a model trained with
     them as --extra-labels reads optimistic there)."""
     from retriage.classifier.evaluation import run_eval
+    from retriage.core.errors import UsageError
+    from retriage.core.output import is_stdout, output_target, write_text_atomic
     from retriage.taxonomy import HOLDOUT_DIR
 
+    if markdown is not None:  # a bad PATH fails now, not after minutes of work
+        if is_stdout(markdown) and as_json:
+            raise UsageError("--markdown - and --json both write to standard output: give --markdown a file")
+        if not is_stdout(markdown):
+            output_target(markdown)
     # the dev split (or --gold), then each generalisation split, then the holdout set
     stages = 1 if dev_only or gold is not None else 3 + any(HOLDOUT_DIR.glob("*.jsonl"))
     bar, advance = _progress(stages, "evaluating")
@@ -182,6 +192,13 @@ def eval_cmd(
         report = run_eval(gold, db, generalisation=not dev_only,
                           step=lambda what: bar.update(task, description=what), advance=lambda: advance(1),
                           model_dir=model)
+    if markdown is not None:
+        from retriage.classifier.evaluation import markdown as to_markdown
+
+        write_text_atomic(markdown, to_markdown(report) + "\n")
+        if is_stdout(markdown):
+            return
+        typer.echo(f"wrote {markdown}", err=True)
     if as_json:
         print_json(report.to_dict())
         return
