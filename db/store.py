@@ -84,7 +84,23 @@ def _note(text: str) -> None:
 
 
 def _is_lock_error(e: duckdb.Error) -> bool:
-    return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
+    """Another process holds the file. DuckDB says so with "Conflicting lock is held in ..."; any other error
+    that mentions a lock (a lock refused for lack of permission, on a read-only file system) is not a wait."""
+    return isinstance(e, duckdb.IOException) and "conflicting lock" in str(e).lower()
+
+
+def _open_error(path: str, e: duckdb.Error) -> str:
+    """One line that tells permission, damage and the rest apart by DuckDB's error, not by a word in it."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    low = text.lower()
+    if "permission denied" in low or "operation not permitted" in low:
+        return f"cannot open database {path}: permission denied (check the file's and its folder's permissions)"
+    if "read-only file system" in low:
+        return f"cannot open database {path} for writing: the file system is read-only"
+    if (isinstance(e, duckdb.SerializationException) or "not a valid duckdb database" in low
+            or "could not read enough bytes" in low or "checksum" in low or "corrupt" in low):
+        return f"cannot open database {path}: the file is damaged or not a DuckDB database ({text})"
+    return f"cannot open database {path}: {text}"
 
 
 def _open(path: str, read_only: bool, wait: float | None, note: Callable[[str], None] | None):
@@ -122,10 +138,13 @@ def connect(path: str | os.PathLike | None = None, read_only: bool = False, wait
         parent = Path(path).expanduser().resolve().parent
         if not parent.exists():
             raise UserError(f"cannot create database {path}: folder {parent} does not exist")
+    if path != ":memory:" and Path(path).exists() and not os.access(path, os.R_OK if read_only
+                                                                     else os.R_OK | os.W_OK):
+        raise UserError(f"cannot open database {path}: permission denied (check the file's permissions)")
     try:
         con = _open(path, read_only, wait, note)
     except duckdb.Error as e:
-        raise UserError(f"cannot open database {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(_open_error(path, e)) from None
     if not read_only:
         migrate(con)
     elif schema_version(con) == 0:

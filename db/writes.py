@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Iterable, Sequence
 
 import duckdb
-
 import numpy as np
+
+from retriage.core.secrets import redact
 
 from retriage.db.records import COMMENT_COLUMNS, COMMENT_TYPES, ISSUE_COLUMNS, ISSUE_TYPES
 
@@ -55,13 +56,24 @@ def _upsert(con, table: str, stage: str, columns: Sequence[str], types: dict, ke
     return {"new": new, "updated": len(rows) - new - unchanged, "unchanged": unchanged}
 
 
+def _masked(rows: list[dict], fields=("title", "body")) -> list[dict]:
+    """Rows with secrets masked in their text (a token a reporter pasted, or ours echoed back): no secret is
+    stored, whatever the source (retriage.core.secrets)."""
+    out = []
+    for r in rows:
+        changed = {f: redact(r[f]) for f in fields if isinstance(r.get(f), str)}
+        out.append({**r, **changed} if any(changed[f] is not r[f] for f in changed) else r)
+    return out
+
+
 def upsert_issues(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
     """Insert or replace issue rows; returns counts of new, updated and unchanged rows."""
-    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, ISSUE_TYPES, ("repo", "number"), rows)
+    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, ISSUE_TYPES, ("repo", "number"), _masked(rows))
 
 
 def upsert_comments(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
-    return _upsert(con, "comments", "_stage_comments", COMMENT_COLUMNS, COMMENT_TYPES, ("repo", "id"), rows)
+    return _upsert(con, "comments", "_stage_comments", COMMENT_COLUMNS, COMMENT_TYPES, ("repo", "id"),
+                   _masked(rows, ("body",)))
 
 
 def save_links(con: duckdb.DuckDBPyConnection, links: list[tuple[str, int, str, int]]) -> None:
@@ -78,7 +90,7 @@ def save_sync_state(con, repo: str, resource: str, cursor: datetime | None, etag
     con.execute(
         """INSERT OR REPLACE INTO sync_state (repo, resource, cursor_updated_at, etag, last_run_at, last_status)
            VALUES (?, ?, ?, ?, now()::TIMESTAMP, ?)""",
-        [repo, resource, cursor, etag, status],
+        [repo, resource, cursor, etag, redact(status)],
     )
 
 
@@ -175,4 +187,4 @@ CORRECTION_COLUMNS = ("repo", "number", "re_class", "component", "known_fix", "r
 def save_correction(con: duckdb.DuckDBPyConnection, row: dict) -> None:
     """One label correction (CORRECTION_COLUMNS); the newest per issue is the one in force."""
     con.execute(f"INSERT INTO corrections ({', '.join(CORRECTION_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(CORRECTION_COLUMNS))})", [row[c] for c in CORRECTION_COLUMNS])
+                f"VALUES ({', '.join('?' * len(CORRECTION_COLUMNS))})", [redact(row[c]) for c in CORRECTION_COLUMNS])

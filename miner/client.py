@@ -10,6 +10,8 @@ GitHub documents them:
   with a GitHubError.
 - Every wait is bounded by `RetryPolicy.max_wait` (longer: a GitHubError that says when to come back) and
   reported tick by tick through `on_wait(seconds_left, reason)`. `retry-after` may be seconds or an HTTP date.
+- `max_requests` bounds waiting too: with the budget spent (no request may follow a wait), a rate limit or a
+  backoff is not waited out; RequestBudgetExhausted says at once what the run stopped before.
 - Every request has a total deadline (`RetryPolicy.deadline`, connect to last byte): a reply trickling a byte
   at a time is cut there and retried like a broken connection.
 - A host that was never reached (refused, unknown name, connect timeout) fails at once: no retries.
@@ -33,6 +35,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from retriage.core.secrets import redact
+from retriage.core.secrets import register as register_secret
 from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS  # noqa: F401  (re-exported)
 USER_AGENT = "retriage-miner"
 
@@ -61,7 +65,12 @@ class GitHubError(Exception):
 
 
 class RequestBudgetExhausted(Exception):
-    """--max-requests reached: stop cleanly, everything acknowledged is stored."""
+    """--max-requests reached: stop cleanly, everything acknowledged is stored. `waiting`: the rate limit the run
+    stopped before instead of waiting it out (with when to come back), if any."""
+
+    def __init__(self, message: str, waiting: str | None = None):
+        super().__init__(message)
+        self.waiting = waiting
 
 
 @dataclass(frozen=True)
@@ -157,8 +166,19 @@ def _cause(e: Exception) -> str:
 
 
 def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
+    """One line of at most `limit` characters, secrets masked before it is cut (a cut token is still a token)."""
+    text = " ".join(redact(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _until(seconds: float) -> str:
+    """The UTC clock time `seconds` from now, rounded up to the minute ("14:05 UTC": not before), with the date
+    when it is not within the next 12 hours; a wait too long for a date (a server saying 1e20 s) never raises."""
+    try:
+        when = datetime.fromtimestamp(-(-(time.time() + seconds) // 60) * 60, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "a time too far ahead to print"
+    return when.strftime("%H:%M UTC" if seconds <= 12 * 3600 else "%Y-%m-%d %H:%M UTC")
 
 
 class GitHubClient:
@@ -178,6 +198,7 @@ class GitHubClient:
         self.base_url = base_url.rstrip("/")
         self._origin = (parts.scheme, parts.hostname, parts.port)
         self._token = token
+        register_secret(token)
         self.authenticated = token is not None
         self.policy = policy or RetryPolicy()
         self.max_requests = max_requests
@@ -200,7 +221,9 @@ class GitHubClient:
         self._gh.close()
 
     def redact(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
+        """`text` with this client's token (any case, base64, any 12 characters of it) and every token-shaped
+        string masked (retriage.core.secrets)."""
+        return redact(text)
 
     @property
     def host(self) -> str:
@@ -216,9 +239,8 @@ class GitHubClient:
             headers["If-None-Match"] = etag
         failures = rate_waits = 0
         while True:
+            self._check_budget()  # before any wait for a reset: with no request left, nothing to wait for
             self._wait_for_reset_if_exhausted()
-            if self.max_requests is not None and self.requests >= self.max_requests:
-                raise RequestBudgetExhausted(f"stopped after {self.requests} requests (--max-requests)")
             self.requests += 1
             try:
                 outcome = self._attempt(url, params, dict(headers))
@@ -232,13 +254,16 @@ class GitHubClient:
                 if rate_waits > self.policy.rate_limit_waits:
                     raise GitHubError(self.redact(f"{outcome.reason}; still limited after {rate_waits - 1} "
                                                   f"waits, run again later"), kind="rate_limit")
+                self._check_budget(outcome.wait, outcome.reason)
                 self._wait(outcome.wait, outcome.reason)
                 continue
             failures += 1
             if failures >= self.policy.attempts:
                 raise GitHubError(self.redact(f"{outcome.reason}; gave up after {failures} attempts"),
                                   kind="unavailable")
-            delay = min(self.policy.backoff_cap, self.policy.backoff_base * 2 ** (failures - 1))
+            self._check_budget()
+            delay = min(self.policy.backoff_cap, self.policy.max_wait,
+                        self.policy.backoff_base * 2 ** (failures - 1))
             self._wait(delay, f"{outcome.reason}; retry {failures} of {self.policy.attempts - 1}")
 
     def _attempt(self, url: str, params: dict | None, headers: dict, method: str = "GET",
@@ -339,6 +364,17 @@ class GitHubClient:
             return self.policy.secondary_wait
         return max(0.0, self.rate_reset - time.time()) + self.policy.reset_margin
 
+    def _check_budget(self, wait: float | None = None, reason: str = "") -> None:
+        """RequestBudgetExhausted if --max-requests leaves no request to make: then no wait is worth taking. With
+        `wait` (a rate limit's), the exception says what was not waited for and when to come back."""
+        if self.max_requests is None or self.requests < self.max_requests:
+            return
+        if wait is None and self.rate_remaining == 0 and self.rate_reset is not None \
+                and self.rate_reset > time.time():
+            wait, reason = self._until_reset(), "rate limit exhausted"
+        waiting = None if wait is None else self.redact(f"{reason}, until {_until(wait)}")
+        raise RequestBudgetExhausted(f"stopped after {self.requests} requests (--max-requests)", waiting)
+
     def _wait_for_reset_if_exhausted(self) -> None:
         """Remaining 0 after a good answer: the next request would fail, so wait for the reset first."""
         if self.rate_remaining == 0 and self.rate_reset is not None and self.rate_reset > time.time():
@@ -347,10 +383,9 @@ class GitHubClient:
 
     def _wait(self, seconds: float, reason: str) -> None:
         if seconds > self.policy.max_wait:
-            until = datetime.fromtimestamp(time.time() + seconds, timezone.utc).strftime("%H:%M UTC")
-            raise GitHubError(self.redact(f"{reason}: GitHub asks to wait {seconds:.0f} s (until {until}), more "
-                                          f"than the {self.policy.max_wait:.0f} s limit; run again then"),
-                              kind="rate_limit")
+            raise GitHubError(self.redact(f"{reason}: GitHub asks to wait {seconds:.0f} s (until {_until(seconds)}), "
+                                          f"more than the {self.policy.max_wait:g} s limit; run again then (or "
+                                          f"raise --max-wait)"), kind="rate_limit")
         end = time.monotonic() + seconds
         while True:
             left = end - time.monotonic()

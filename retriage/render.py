@@ -8,6 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from retriage.core.console import visible
+
 
 def _date(value) -> str:
     return value.strftime("%Y-%m-%d") if value else "-"
@@ -164,4 +166,4 @@ def write_rows(rows: list[dict], fmt: str, columns: tuple[str, ...] | None = Non
     w = csv.writer(sys.stdout)
     w.writerow(cols)
     for r in rows:
-        w.writerow([flat(r[k]) for k in cols])
+        w.writerow([visible(flat(r[k])) for k in cols])  # no raw ESC, NUL or bidi override in a cell

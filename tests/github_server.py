@@ -24,8 +24,9 @@ moves a server clock that starts after the newest record) or during one (`after_
 the n-th request is answered), read the request log (`log`), and inject faults (`inject`): a primary rate limit
 (403, remaining 0, reset a moment ahead), a secondary one (403), 429 with retry-after (seconds or an HTTP date),
 502, a connection reset, a truncated JSON body, a body shorter than its Content-Length, an answer trickled a
-byte every `interval` seconds, a `next` link back to the page itself (loop), the rate-limit headers sent twice
-("4000, 0") and a `next` link whose path holds the token the client sent (echo_token).
+byte every `interval` seconds, a `next` link back to the page itself (loop), a `next` link that is a new URL every
+time but serves the same page again (drift: a listing that never ends and never repeats a URL), the rate-limit
+headers sent twice ("4000, 0") and a `next` link whose path holds the token the client sent (echo_token).
 
 `page_links=True` makes `next` links page offsets (`page=N`, as api.github.com gives for issue listings), which
 shift when an item listed earlier is edited; by default they are `after` cursors, which do not.
@@ -81,7 +82,7 @@ CORPUS_FILES = {"vllm-project/vllm": "vllm", "sgl-project/sglang": "sglang", "gg
 FORMER_NAMES = {"ggml-org/llama.cpp": "ggerganov/llama.cpp"}
 EPOCH0 = "1970-01-01T00:00:00Z"
 FAULT_KINDS = ("ratelimit", "secondary", "429", "502", "reset", "truncated", "short_read", "trickle", "loop",
-               "dup_header", "echo_token")
+               "drift", "dup_header", "echo_token", "forbidden_echo")
 _PHRASES = (
     "Thanks for the report, I can reproduce this.", "Which version are you running?",
     "Still happens on the latest main.", "Could you share the full stack trace?",
@@ -121,6 +122,7 @@ class Fault:
     reset_in: float = 1.5   # ratelimit: seconds until x-ratelimit-reset
     retry_after: int | str = 1  # 429: seconds, or an HTTP date
     interval: float = 2.0   # trickle: seconds between the bytes of the answer
+    echo: str = "plain"     # forbidden_echo: the Authorization header as sent, "base64" or "upper"
 
 
 class RepoData:
@@ -300,6 +302,7 @@ class GitHubServer:
         self.since_inclusive = since_inclusive  # GitHub documents `since` as "updated after": test both readings
         self._lock = threading.RLock()
         self._faults: list[Fault] = []
+        self._drift = itertools.count(1)  # the drift fault's ever-new `next` links
         self._version = 0  # moves with every change; the listing-order cache follows it
         self._sort_cache: dict[tuple, tuple] = {}
         self._used = {True: 0, False: 0}
@@ -786,6 +789,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._twist = None
         if twist == "loop" and status == 200:  # the next page is this page, again
             headers["link"] = f'<{gh.base_url}{self.path}>; rel="next"'
+        elif twist == "drift" and status == 200:  # this page again, under a URL never given before
+            query = urlencode({**params, "drift": next(gh._drift)})
+            headers["link"] = f'<{gh.base_url}{url.path}?{query}>; rel="next"'
         elif twist == "echo_token" and status == 200:  # a next link that puts the client's token in a path
             headers["link"] = f'<{gh.base_url}/repos/{auth.split(" ", 1)[-1]}/x/issues?page=2>; rel="next"'
         elif twist == "dup_header":
@@ -811,6 +817,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "secondary":
             self._send(entry, 403, {"message": "You have exceeded a secondary rate limit. Please wait a few "
                                                "minutes before you try again."}, rate)
+        elif fault.kind == "forbidden_echo":  # a 403 whose message quotes the Authorization header, far in
+            sent = self.headers.get("Authorization") or ""
+            shown = {"plain": sent, "upper": sent.upper(),
+                     "base64": base64.b64encode(sent.encode()).decode()}[fault.echo]
+            self._send(entry, 403, {"message": "Forbidden " + "y" * 102 + " " + shown}, rate)
         elif fault.kind == "429":
             self._send(entry, 429, {"message": "You have exceeded a secondary rate limit."},
                        {**rate, "retry-after": str(fault.retry_after)})
@@ -825,7 +836,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "trickle":
             self._trickle = fault.interval
             return False
-        elif fault.kind in ("loop", "echo_token", "dup_header"):
+        elif fault.kind in ("loop", "drift", "echo_token", "dup_header"):
             self._twist = fault.kind
             return False
         else:  # truncated / short_read: the normal answer, cut

@@ -15,6 +15,8 @@ from retriage.bot.config import BotConfig, load_config
 from retriage.bot.verdict import Verdict, issue_verdict
 from retriage.classifier.model import IssueClassifier
 from retriage.core.errors import UserError
+from retriage.core.secrets import redact
+from retriage.core.secrets import register as register_secret
 from retriage.core.refs import format_ref, parse_ref
 from retriage.db import queries
 from retriage.db.store import connect
@@ -52,7 +54,8 @@ def wanted_labels(v: Verdict, cfg: BotConfig) -> list[str]:
 
 
 def _redact(text: str | None, token: str | None) -> str | None:
-    return text.replace(token, "***") if text and token else text
+    register_secret(token)
+    return redact(text)
 
 
 def issue_ref(ref: str, env: dict | None = None) -> tuple[str, int]:

@@ -7,7 +7,8 @@
   close the fence; control characters and bidirectional overrides are dropped.
 - Inline text is one line, HTML-escaped (`<`, `>`, `&`) and Markdown-escaped, so it cannot open a tag, a link,
   an image, a table cell or an HTML comment.
-- Tokens that look like GitHub or Hugging Face credentials are masked; `cap` keeps the comment under a length.
+- Secrets are masked (retriage.core.secrets) on the raw text, before it is cut or escaped, and again on the
+  escaped text; `cap` keeps the comment under a length.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import html
 import re
 
+from retriage.core.secrets import redact
+
 ZWJ = "\u200d"
 _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_-])")
 _REF_RE = re.compile(r"#(?=\d)")
 _CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 _MARKDOWN_RE = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
-_SECRET_RE = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|hf_[A-Za-z0-9]{30,})")
 _BACKTICKS_RE = re.compile(r"`+")
 
 
@@ -29,7 +31,7 @@ def break_mentions(text: str) -> str:
 
 
 def mask_secrets(text: str) -> str:
-    return _SECRET_RE.sub("***", text)
+    return redact(text)
 
 
 def clean(text: str) -> str:
@@ -39,7 +41,7 @@ def clean(text: str) -> str:
 
 def inline(text: str | None, limit: int = 120) -> str:
     """Untrusted text as one line of plain Markdown: cut to `limit`, escaped, nothing it says is markup."""
-    one = " ".join(_CONTROL_RE.sub(" ", text or "").split())
+    one = " ".join(_CONTROL_RE.sub(" ", mask_secrets(text or "")).split())  # masked before cut and escape
     if len(one) > limit:
         one = one[: limit - 1] + "…"
     escaped = _MARKDOWN_RE.sub(r"\\\1", html.escape(one, quote=False))

@@ -8,13 +8,15 @@ commands' own checks of option values both exit 2, with one `retriage: error: ..
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 import typer
 
 from retriage.cli import classify, comment, completion, data, labels, mine, model, report, search
-from retriage.core.errors import INTERNAL, INTERRUPTED, OK, USAGE, UserError
+from retriage.core.streams import ReaderGone
+from retriage.core.errors import FAILED, INTERNAL, INTERRUPTED, OK, USAGE, UserError
 
 PROG = "retriage"
 
@@ -71,33 +73,118 @@ def _usage_error(e) -> int:
         typer.echo(e.ctx.get_help())
         return OK
     where = e.ctx.command_path if e.ctx is not None else PROG
-    sys.stderr.write(f"{PROG}: error: {_one_line(e.format_message())} (see `{where} --help`)\n")
+    _say(f"{PROG}: error: {_one_line(e.format_message())} (see `{where} --help`)\n")
     return USAGE
 
 
-def main() -> None:
+def _bad_argument() -> str | None:
+    """A message for the first command-line argument that is not valid UTF-8 (Python keeps such bytes as lone
+    surrogates, which no later step could print or store)."""
+    for i, arg in enumerate(sys.argv[1:], 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return f"argument {i} is not valid UTF-8: {shown}"
+    return None
+
+
+def _install_streams() -> None:
+    """Standard output and error through the redaction step (retriage.core.streams); a closed one made a
+    stream whose writes fail with one line."""
+    from retriage.core.streams import ClosedStream, RedactingStream
+
+    sys.stdout = RedactingStream(sys.stdout if sys.stdout is not None else ClosedStream("standard output"))
+    sys.stderr = RedactingStream(sys.stderr if sys.stderr is not None else ClosedStream("standard error"))
+
+
+def _say(text: str) -> None:
+    """One line on standard error, if it can still be written."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Drop what standard output still holds and point it at /dev/null, so that Python's own flush at exit
+    does not fail a second time."""
+    discard = getattr(sys.stdout, "discard", None)
+    if discard:
+        discard()
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _reader_gone() -> int:
+    """The reader of standard output went away (`| head`): quiet, exit 0, as Unix tools do."""
+    _silence_stdout()
+    return OK
+
+
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EBADF, errno.EIO, errno.EFBIG)
+
+
+def _os_error(e: OSError) -> int:
+    """A full disk, a closed standard output or a file the system refused: one line, exit 1."""
+    what = _one_line(e.strerror or e)
+    if e.errno in _WRITE_ERRORS:
+        _say(f"{PROG}: error: cannot write {e.filename or 'standard output'}: {what}\n")
+        _silence_stdout()
+    else:
+        _say(f"{PROG}: error: {e.filename + ': ' if e.filename else ''}{what}\n")
+    return FAILED
+
+
+def _run() -> int:
+    bad = _bad_argument()
+    if bad:
+        _say(f"{PROG}: error: {bad}\n")
+        return USAGE
     try:
         code = app(prog_name=PROG, standalone_mode=False)
         code = code if isinstance(code, int) else OK  # an int is typer.Exit's code; Typer turns Ctrl-C into 130
         if code == INTERRUPTED:
-            sys.stderr.write(f"{PROG}: interrupted\n")
-        sys.exit(code)
+            _say(f"{PROG}: interrupted\n")
+        sys.stdout.flush()
+        return code
     except UserError as e:
-        sys.stderr.write(f"{PROG}: error: {_one_line(e)}\n")
-        sys.exit(e.exit_code)
+        _say(f"{PROG}: error: {_one_line(e)}\n")
+        return e.exit_code
     except click_exceptions.UsageError as e:
-        sys.exit(_usage_error(e))
+        return _usage_error(e)
     except click_exceptions.ClickException as e:  # e.g. a file Click cannot open
-        sys.stderr.write(f"{PROG}: error: {_one_line(e.format_message())}\n")
-        sys.exit(e.exit_code)
+        _say(f"{PROG}: error: {_one_line(e.format_message())}\n")
+        return e.exit_code
     except (KeyboardInterrupt, typer.Abort, getattr(click_exceptions, "Abort", typer.Abort)):
-        sys.stderr.write(f"{PROG}: interrupted\n")
-        sys.exit(INTERRUPTED)
-    except BrokenPipeError:
-        sys.exit(OK)
+        _say(f"{PROG}: interrupted\n")
+        return INTERRUPTED
+    except (BrokenPipeError, ReaderGone):
+        return _reader_gone()
+    except OSError as e:  # a full disk, a closed standard output, an unreadable file: one line
+        if os.environ.get("RETRIAGE_DEBUG"):
+            raise
+        return _os_error(e)
     except Exception as e:  # last resort: one line, never a traceback (RETRIAGE_DEBUG=1 shows it)
         if os.environ.get("RETRIAGE_DEBUG"):
             raise
         first = str(e).splitlines()[0] if str(e) else ""
-        sys.stderr.write(f"{PROG}: internal error: {type(e).__name__}: {first}\n")
-        sys.exit(INTERNAL)
+        _say(f"{PROG}: internal error: {type(e).__name__}: {first}\n")
+        return INTERNAL
+
+
+def main() -> None:
+    _install_streams()
+    code = _run()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ReaderGone):
+        code = _reader_gone()
+    except OSError as e:
+        code = _os_error(e) if code == OK else code
+        _silence_stdout()
+    sys.exit(code)

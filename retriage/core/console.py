@@ -1,12 +1,36 @@
-"""The Rich consoles every layer prints through (stdout for results, stderr for progress and notes)."""
+"""The Rich consoles every layer prints through (stdout for results, stderr for progress and notes), and the
+one rule for text taken from issue data on its way to a terminal or a CSV cell: control characters and
+bidirectional overrides are shown as escapes (`\\x1b`, `<U+202E>`), never sent raw."""
 
 from __future__ import annotations
 
+import re
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(m: re.Match) -> str:
+    ch = m.group()
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"<U+{ord(ch):04X}>"
+
+
+def visible(text: str) -> str:
+    """`text` with control characters (but tab and newline) and bidirectional controls made visible."""
+    return _UNSAFE.sub(_shown, text) if isinstance(text, str) else text
 
 
 def console(stderr: bool = False):
-    """A rich.console.Console (Rich is imported here, on first use: a cold `retriage classify --json` never
-    needs it)."""
+    """A rich.console.Console whose printed text passes through `visible` (Rich is imported here, on first
+    use: a cold `retriage classify --json` never needs it). Rich's own styles and cursor controls are kept."""
     from rich.console import Console
+    from rich.segment import Segment
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class SafeConsole(Console):
+        def render(self, renderable, options=None):
+            for seg in super().render(renderable, options):
+                if seg.control or not _UNSAFE.search(seg.text):
+                    yield seg
+                else:
+                    yield Segment(visible(seg.text), seg.style, seg.control)
+
+    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=False)

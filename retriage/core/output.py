@@ -4,7 +4,7 @@
 - `-` is standard output;
 - a symlink is written through: the file it points to is replaced, the link stays;
 - a folder, FIFO, device or socket (at the path or at the end of its links) is refused with one line, and
-  never replaced (`/dev/full` stays a device);
+  never replaced (`/dev/full` stays a device); so is a write-protected file (as `cp` without `-f` would);
 - the data goes to a temporary file in the target's own folder, renamed over the target at the end (a failed
   or interrupted write leaves the old file as it was); a new file gets the mode the umask gives (0644
   under the usual 022), an existing one keeps its mode.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -38,12 +39,17 @@ def _finite(obj):
     return obj
 
 
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def dumps(obj, **kw) -> str:
-    """json.dumps that never writes NaN or Infinity (they become null)."""
+    """json.dumps that never writes NaN or Infinity (they become null), nor a raw control character or
+    bidirectional override (written as a \\uXXXX escape: the same JSON value, safe on a terminal)."""
     try:
-        return json.dumps(obj, allow_nan=False, **kw)
+        text = json.dumps(obj, allow_nan=False, **kw)
     except ValueError:
-        return json.dumps(_finite(obj), allow_nan=False, **kw)
+        text = json.dumps(_finite(obj), allow_nan=False, **kw)
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def is_stdout(path) -> bool:
@@ -69,6 +75,9 @@ def output_target(path: str | os.PathLike) -> Path:
                     or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
             raise UserError(f"cannot write {shown}: it is {kind}, not a regular file (use `-o -` for standard "
                             "output)")
+        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+            raise UserError(f"cannot write {shown}: the file is write-protected; not replacing it (remove it, "
+                            "or make it writable, first)")
     folder = target.parent
     if not folder.is_dir():
         raise UserError(f"cannot write {shown}: folder {folder} does not exist")

@@ -17,6 +17,13 @@ def models_dir() -> Path:
 def cache_dir() -> Path:
     """`RETRIAGE_CACHE_DIR`, else `$XDG_CACHE_HOME/retriage`, else `~/.cache/retriage` (not created here)."""
     if os.environ.get("RETRIAGE_CACHE_DIR"):
-        return Path(os.environ["RETRIAGE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "retriage"
+        path = Path(os.environ["RETRIAGE_CACHE_DIR"])
+        where = "RETRIAGE_CACHE_DIR"
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path, where = Path(base) / "retriage", "the cache folder"
+    if path.exists() and not path.is_dir():
+        from retriage.core.errors import UsageError
+
+        raise UsageError(f"{where} {path} is not a folder: point RETRIAGE_CACHE_DIR at a folder")
+    return path
