@@ -39,7 +39,11 @@ from retriage.taxonomy import canonical_repo, engine_by_alias, engines
 
 COMPLETE, PARTIAL = "complete", "partial"
 MAX_PASSES = 4  # passes over a listing per run: one, plus one to confirm or re-list after edits, and spares
-MAX_PAGES = 20_000  # pages of one listing in one run (2 million items): a server whose links never end stops here
+# Pages of one listing in one run (sync_repos' max_pages, `mine --max-pages`): 2,000 pages are 200,000 items and
+# 40% of an hour's authenticated rate limit, so an incremental run never gets near it, while a server whose `next`
+# links never end (a new URL each time, so never a repeated page) stops here, not after hours. A larger first sync
+# stops here too, everything listed stored, and the next run continues from the cursor (or raise --max-pages).
+MAX_PAGES = 2_000
 _UNSEEN = object()
 EPOCH = datetime(1970, 1, 2)  # GitHub answers `since` at the epoch with an empty list: never send one
 # A stored cursor is sent a second early: whether GitHub's `since` is inclusive or not, items that share the
@@ -71,6 +75,7 @@ class RepoResult:
     error: str | None = None
     fatal: bool = False          # the error would hit every repository (bad credentials, a long rate limit)
     retryable: bool = False      # a later run may well succeed (server errors, rate limits)
+    stopped_before: str | None = None  # stopped: the rate limit left unwaited, no request being left
     since_ignored: bool = False  # --since given, but the repository already has a cursor
 
     def as_dict(self) -> dict:
@@ -261,7 +266,7 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
                                       f"already fetched ({client.redact(key[0])})")
                 if pages >= max_pages:
                     raise GitHubError(f"{listing.name} listing stopped after {max_pages:,} pages in one run (page "
-                                      f"cap)", kind="unavailable")
+                                      f"cap, --max-pages)", kind="unavailable")
                 fetched.add(key)
                 try:
                     page = client.get(url, None, etag)
@@ -328,8 +333,9 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
 
 def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, since: datetime | None = None,
               comments: bool = True, on_progress: Callable[[RepoResult], None] | None = None,
-              result: RepoResult | None = None) -> RepoResult:
-    """Issues and pull requests, then comments, of one repository. Never raises GitHubError: the result says."""
+              result: RepoResult | None = None, max_pages: int | None = None) -> RepoResult:
+    """Issues and pull requests, then comments, of one repository. Never raises GitHubError: the result says.
+    `max_pages`: pages of each listing in this run (default MAX_PAGES)."""
     result = result or RepoResult(repo)
     start = client.requests
 
@@ -344,17 +350,17 @@ def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, s
     result.since_ignored = since is not None and load_state(con, repo, "issues").cursor is not None
     progress()
     try:
-        sync_listing(con, client, repo, ISSUES, since, result.issues, progress)
+        sync_listing(con, client, repo, ISSUES, since, result.issues, progress, max_pages)
         if not comments:
             result.comments.skipped = True
         elif result.issues.not_modified and load_state(con, repo, "comments").status == COMPLETE:
             result.comments.skipped = True
         else:
-            sync_listing(con, client, repo, COMMENTS, since, result.comments, progress)
+            sync_listing(con, client, repo, COMMENTS, since, result.comments, progress, max_pages)
         quiet = result.issues.not_modified and (result.comments.skipped or result.comments.not_modified)
         result.status = "unchanged" if quiet else "complete"
-    except RequestBudgetExhausted:
-        result.status = "stopped"
+    except RequestBudgetExhausted as e:
+        result.status, result.stopped_before = "stopped", e.waiting
     except GitHubError as e:
         result.status, result.error = "failed", client.redact(str(e))
         result.fatal, result.retryable = e.affects_all, e.retryable
@@ -365,11 +371,13 @@ def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, s
 
 def sync_repos(con: duckdb.DuckDBPyConnection, client: GitHubClient, repos: list[str],
                since: datetime | None = None, comments: bool = True,
-               on_progress: Callable[[RepoResult], None] | None = None) -> list[RepoResult]:
-    """Each repository in turn. --max-requests, bad credentials or a long rate limit skip the ones left."""
+               on_progress: Callable[[RepoResult], None] | None = None,
+               max_pages: int | None = None) -> list[RepoResult]:
+    """Each repository in turn. --max-requests, bad credentials or a long rate limit skip the ones left.
+    `max_pages`: pages of each listing in this run (default MAX_PAGES)."""
     results = [RepoResult(repo) for repo in repos]
     for i, result in enumerate(results):
-        sync_repo(con, client, result.repo, since, comments, on_progress, result)
+        sync_repo(con, client, result.repo, since, comments, on_progress, result, max_pages)
         if result.status == "stopped" or result.fatal:
             for rest in results[i + 1:]:
                 rest.status = "skipped"

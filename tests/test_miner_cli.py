@@ -2,8 +2,10 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -16,12 +18,12 @@ VLLM, SGLANG = "vllm-project/vllm", "sgl-project/sglang"
 TOKEN = "ghp_cliToken5551234567890abcdefghijKLMNOP"
 
 
-def retriage(*args, token=TOKEN, var="GITHUB_TOKEN"):
+def retriage(*args, token=TOKEN, var="GITHUB_TOKEN", timeout=120):
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "RETRIAGE_DB")}
     env.update(NO_PROXY="127.0.0.1,localhost", TZ="Asia/Kolkata", COLUMNS="120")
     if token:
         env[var] = token
-    return subprocess.run([RETRIAGE, *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([RETRIAGE, *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def assert_token_nowhere(token, db, *runs):
@@ -166,3 +168,114 @@ def test_waits_are_logged_when_stderr_is_not_a_terminal(tmp_path, server):
     assert run.returncode == 0, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.startswith("retriage mine: ")]
     assert lines == [f"retriage mine: {VLLM}: waiting 1 s: 429: asked to retry after 1 s"]
+
+
+UNTIL = r"\d\d:\d\d UTC"  # when to come back
+
+
+def test_a_rate_limit_longer_than_max_wait_stops_at_once_and_says_when(tmp_path, server, assert_store_matches):
+    """A reset an hour ahead is not waited for (the default --max-wait is 300 s), nor one 20 s ahead with
+    --max-wait 2: one line saying when to come back, exit 1, the cursor kept; the next run resumes."""
+    db = tmp_path / "w.duckdb"
+    server.inject("ratelimit", path="/issues", skip=1, reset_in=3600)
+    started = time.monotonic()
+    run = retriage("mine", "vllm", "sglang", "--base-url", server.base_url, "--db", db, timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 1
+    assert re.fullmatch(rf"retriage: error: {VLLM}: rate limit exhausted: GitHub asks to wait 360\d s \(until "
+                        rf"{UNTIL}\), more than the 300 s limit; run again then \(or raise --max-wait\) \(cursor "
+                        rf"kept: run again to resume\)", run.stderr.strip().splitlines()[-1]), run.stderr
+    assert "skipped" in run.stdout  # sglang: the same limit would refuse it
+
+    server.inject("ratelimit", path="/issues", reset_in=20)
+    started = time.monotonic()
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, "--max-wait", "2", timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 1
+    assert "more than the 2 s limit; run again then (or raise --max-wait)" in run.stderr.strip().splitlines()[-1]
+
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 30  # the page before the limit
+    cursor, status = con.execute("SELECT cursor_updated_at, last_status FROM sync_state WHERE repo = ? AND "
+                                 "resource = 'issues'", [VLLM]).fetchone()
+    con.close()
+    assert cursor is not None and status.startswith("failed: rate limit exhausted")
+    run = retriage("mine", "vllm", "sglang", "--base-url", server.base_url, "--db", db, "--max-wait", "5")
+    assert run.returncode == 0, run.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    for repo in (VLLM, SGLANG):
+        assert_store_matches(con, server, repo)
+    con.close()
+
+
+def test_max_requests_does_not_wait_for_a_rate_limit_it_has_no_request_left_for(tmp_path, server,
+                                                                                assert_store_matches):
+    """A 60 s reset is within --max-wait, but with --max-requests spent no request could follow it: the run
+    stops at once and says when GitHub takes requests again."""
+    db = tmp_path / "b.duckdb"
+    server.inject("ratelimit", path="/issues", reset_in=60)
+    started = time.monotonic()
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, "--max-requests", "1", timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 1
+    assert re.fullmatch(rf"retriage: error: stopped at --max-requests 1 before any page was fetched: nothing "
+                        rf"stored; rate limit exhausted, until {UNTIL}", run.stderr.strip().splitlines()[-1])
+
+    server.inject("ratelimit", path="/issues", skip=2, reset_in=60)  # the third request: the last one allowed
+    started = time.monotonic()
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, "--max-requests", "3", timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 0, run.stderr
+    assert re.search(rf"stopped at --max-requests 3: everything fetched is stored; run again to continue \(rate "
+                     rf"limit exhausted, until {UNTIL}\)", run.stdout), run.stdout
+    assert [e["status"] for e in server.log[-3:]] == [200, 200, 403]
+
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db)
+    assert run.returncode == 0, run.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert_store_matches(con, server, VLLM)
+    con.close()
+
+
+def test_an_ever_changing_next_link_stops_at_max_pages_with_progress_lines(tmp_path, server):
+    """A `next` link that is a new URL every time never repeats a page: --max-pages ends the listing with one
+    line, and without a terminal the run logs its progress on the way (every 25 requests or 10 s)."""
+    server.inject("drift", path="/issues", times=100_000)
+    run = retriage("mine", "vllm", "--no-comments", "--base-url", server.base_url, "--db", tmp_path / "d.duckdb",
+                   "--max-pages", "30", timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"retriage: error: {VLLM}: issues listing stopped after 30 pages in one run (page cap, --max-pages) "
+        f"(cursor kept: run again to resume)")
+    assert len([e for e in server.log if e["path"].endswith("/issues")]) == 30
+    progress = [line for line in run.stderr.splitlines() if line.startswith(f"retriage mine: {VLLM}: ")]
+    assert progress, run.stderr
+    assert all(re.fullmatch(r"retriage mine: \S+: [\d,]+ issues/PRs, [\d,]+ comments, [\d,]+ req, [\d,]+ rate "
+                            r"left", line) for line in progress), progress
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--request-gap", "nan"], "--request-gap must be a number from 0 to 60 seconds, not nan"),
+    (["--request-gap", "inf"], "--request-gap must be a number from 0 to 60 seconds, not inf"),
+    (["--request-gap", "1e9"], "--request-gap must be a number from 0 to 60 seconds, not 1e+09"),
+    (["--request-gap", "-1"], "--request-gap must be a number from 0 to 60 seconds, not -1"),
+    (["--max-wait", "nan"], "--max-wait must be a number from 0 to 86400 seconds, not nan"),
+    (["--max-wait", "-inf"], "--max-wait must be a number from 0 to 86400 seconds, not -inf"),
+    (["--max-wait", "1e6"], "--max-wait must be a number from 0 to 86400 seconds, not 1e+06"),
+    (["--max-wait", "-5"], "--max-wait must be a number from 0 to 86400 seconds, not -5"),
+    (["--max-pages", "0"], "Invalid value for '--max-pages': 0 is not in the range x>=1"),
+    (["--max-pages", "1e3"], "Invalid value for '--max-pages': '1e3' is not a valid int"),
+    (["--max-requests", "0"], "Invalid value for '--max-requests': 0 is not in the range x>=1"),
+    (["--max-requests", "nan"], "Invalid value for '--max-requests': 'nan' is not a valid int"),
+])
+def test_absurd_or_non_finite_numbers_are_usage_errors(tmp_path, server, args, message):
+    """Refused before anything is opened or asked: one line, exit 2 (nan and inf were internal errors, exit 70;
+    a gap of 1e9 s slept silently)."""
+    db = tmp_path / "v.duckdb"
+    started = time.monotonic()
+    run = retriage("mine", "vllm", "--base-url", server.base_url, "--db", db, *args, timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("retriage: error: ") and message in lines[0], run.stderr
+    assert not server.log and not db.exists()

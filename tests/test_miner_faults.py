@@ -1,6 +1,7 @@
 """Faults injected into the real HTTP server: each is survived, or the run fails with one clear line and the
 cursor where the last stored page left it."""
 
+import re
 import time
 
 import pytest
@@ -95,7 +96,8 @@ def test_rate_limit_reset_beyond_the_wait_cap_fails_at_once_and_skips_the_rest(t
     assert time.monotonic() - started < 5
     assert [r.status for r in results] == ["failed", "skipped"]
     assert "rate limit exhausted: GitHub asks to wait" in results[0].error
-    assert "more than the 5 s limit; run again then" in results[0].error
+    assert "more than the 5 s limit; run again then (or raise --max-wait)" in results[0].error
+    assert re.search(r"\(until \d\d:\d\d UTC\)", results[0].error)  # when to come back
     assert_prefix_stored(con, server, "issues")
     assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 20
 
@@ -168,12 +170,67 @@ def test_a_page_cap_ends_a_listing_in_one_line_and_the_next_run_continues(tmp_pa
     con = connect(tmp_path / "m.duckdb")
     (result,), _ = run(con, miner_client(server, token=TOKEN))
     assert result.status == "failed" and result.retryable
-    assert result.error == "issues listing stopped after 2 pages in one run (page cap)"
+    assert result.error == "issues listing stopped after 2 pages in one run (page cap, --max-pages)"
     assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 40
     monkeypatch.setattr(sync, "MAX_PAGES", 1000)
     (result,), _ = run(con, miner_client(server, token=TOKEN))
     assert result.status == "complete"
     assert_store_matches(con, server, REPO)
+
+
+def test_a_next_link_that_is_new_every_time_stops_at_the_page_cap(tmp_path, server, miner_client,
+                                                                  assert_store_matches):
+    """A `next` link that never ends and never repeats a URL (the same page under a new name each time: no
+    repeated page to catch) stops at the page cap in one line, the cursor where the stored page left it; the
+    next run goes on from there."""
+    assert sync.MAX_PAGES == 2_000  # the default: generous (200,000 items), not 20,000 pages (18 minutes)
+    server.inject("drift", path="/issues", times=10_000)
+    con = connect(tmp_path / "m.duckdb")
+    client = miner_client(server, token=TOKEN)
+    (result,) = sync.sync_repos(con, client, [REPO], max_pages=25)
+    assert result.status == "failed" and result.retryable and not result.fatal
+    assert result.error == "issues listing stopped after 25 pages in one run (page cap, --max-pages)"
+    listed = [e for e in server.log if e["path"].endswith("/issues")]
+    assert len(listed) == client.requests == 25
+    assert len({tuple(sorted(e["params"].items())) for e in listed}) == 25  # never the same URL twice
+    assert_prefix_stored(con, server, "issues")
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 20
+    assert sync.load_state(con, REPO, "issues").status.startswith("failed: issues listing stopped after 25")
+    server._faults.clear()
+    (result,) = sync.sync_repos(con, miner_client(server, token=TOKEN), [REPO])
+    assert result.status == "complete", result.error
+    assert_store_matches(con, server, REPO)
+
+
+def test_no_rate_limit_is_waited_out_when_the_request_budget_is_spent(tmp_path, server, miner_client):
+    """max_requests=2 and the second request is rate limited for 3 s: no request is left to make after the
+    reset, so the run stops at once, not after the wait, with the first page stored and when to come back."""
+    server.inject("ratelimit", path="/issues", skip=1, reset_in=3)
+    con = connect(tmp_path / "m.duckdb")
+    started = time.monotonic()
+    results, waits = run(con, miner_client(server, token=TOKEN, max_requests=2), repos=(REPO, OTHER))
+    assert time.monotonic() - started < 1.5 and not waits
+    assert [r.status for r in results] == ["stopped", "skipped"]
+    assert re.fullmatch(r"rate limit exhausted, until \d\d:\d\d UTC", results[0].stopped_before)
+    assert len(server.log) == 2
+    assert_prefix_stored(con, server, "issues")
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 20
+
+
+def test_no_wait_for_the_reset_when_the_budget_is_spent_on_the_last_request_allowed(tmp_path, github_server,
+                                                                                     miner_client):
+    """The second (and last allowed) request leaves x-ratelimit-remaining 0 with the reset 3 s ahead: the run
+    stops at once instead of waiting for the reset before finding that no request is left."""
+    server = github_server(repos=[REPO], limit_per_repo=50, token=TOKEN, max_per_page=20, rate_limit=2)
+    server._window_reset = int(time.time()) + 3
+    con = connect(tmp_path / "m.duckdb")
+    started = time.monotonic()
+    (result,), waits = run(con, miner_client(server, token=TOKEN, max_requests=2))
+    assert time.monotonic() - started < 1.5 and not waits
+    assert result.status == "stopped"
+    assert re.fullmatch(r"rate limit exhausted, until \d\d:\d\d UTC", result.stopped_before)
+    assert [e["status"] for e in server.log] == [200, 200]
+    assert con.execute("SELECT count(*) FROM issues").fetchone()[0] == 40
 
 
 def test_an_unreachable_host_fails_at_once_for_every_repository(tmp_path, miner_client):

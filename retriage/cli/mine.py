@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.options import Db, Json, print_json
+from retriage.cli.options import Db, Json, number_in_range, print_json
 from retriage.core.console import console
 from retriage.core.errors import UsageError, UserError
 from retriage.miner.defaults import DEFAULT_BASE_URL, TOKEN_VARS
@@ -21,13 +21,18 @@ NO_TOKEN_NOTE = (f"note: no {' or '.join(TOKEN_VARS)} set: mining unauthenticate
                  f"60 requests an hour")
 
 
+MAX_REQUEST_GAP = 60.0  # seconds: a longer gap between requests is a typo (1e9 slept for ever, silently)
+MAX_WAIT_LIMIT = 86400.0  # --max-wait at most a day: GitHub's primary limits reset within the hour
+LOG_EVERY_REQUESTS, LOG_EVERY_SECONDS = 25, 10.0  # without a terminal: a progress line every 25 requests or 10 s
+
 MARKS = {"complete": "[green]✓[/]", "unchanged": "[green]✓[/]", "failed": "[red]✗[/]", "stopped": "[yellow]■[/]",
          "skipped": "[dim]-[/]"}
 
 
 class MineView:
     """Rich progress on stderr, one line per repository: items stored, requests, rate limit left, waits. Without
-    a terminal (cron, CI) each wait is also one log line, as the live countdown is not shown there."""
+    a terminal (cron, CI) the live display is not shown, so each wait is one log line, and so is the progress of
+    the repository being synced every 25 requests or 10 s."""
 
     def __init__(self, repos: list[str], client):
         from rich.console import Console
@@ -43,6 +48,7 @@ class MineView:
         self.current = None        # the RepoResult being synced
         self.requests_seen = 0     # client.requests when it last reported
         self.in_wait = False       # a wait is being counted down
+        self.logged = (0, time.monotonic())  # client.requests and the time of the last progress log line
 
     def __enter__(self) -> "MineView":
         self.progress.start()
@@ -74,6 +80,18 @@ class MineView:
             self.progress.stop_task(task)
         self.requests_seen = self.client.requests
         self.progress.update(task, detail=self._line(result))
+        self._log(result)
+
+    def _log(self, result) -> None:
+        """Without a terminal: a progress line every LOG_EVERY_REQUESTS requests or LOG_EVERY_SECONDS."""
+        if self.console.is_terminal or result.status != "running":
+            return
+        requests, now = self.client.requests, time.monotonic()
+        if requests - self.logged[0] < LOG_EVERY_REQUESTS and now - self.logged[1] < LOG_EVERY_SECONDS:
+            return
+        self.logged = (requests, now)
+        self.console.print(f"retriage mine: {result.repo}: {self._line(result)}", markup=False, highlight=False,
+                           soft_wrap=True)
 
     def waiting(self, seconds_left: float, reason: str) -> None:
         """A countdown on the current repository's line (the client calls this every tick of a wait)."""
@@ -136,7 +154,9 @@ def _print_summary(results, client, summary: dict, max_requests: int | None) -> 
     if summary["since_ignored"]:
         out.print("--since applies to a first sync only: repositories with a cursor continued from it")
     if summary["stopped"] and _fetched_any(results):
-        out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue")
+        out.print(f"stopped at --max-requests {max_requests}: everything fetched is stored; run again to continue"
+                  + "".join(f" ({r.stopped_before})" for r in results if r.stopped_before), markup=False,
+                  soft_wrap=True)
 
 
 def mine(
@@ -148,10 +168,18 @@ def mine(
         DEFAULT_BASE_URL, "--base-url", help="API root: GitHub Enterprise (https://HOST/api/v3) or a local server."),
     no_comments: bool = typer.Option(False, "--no-comments", help="Issues and pull requests only."),
     max_requests: Optional[int] = typer.Option(
-        None, "--max-requests", min=1, help="Stop cleanly after N requests; the next run continues from there."),
+        None, "--max-requests", min=1, help="Stop cleanly after N requests; the next run continues from there. "
+        "No rate limit is waited out when no request is left to make after it."),
+    max_wait: float = typer.Option(
+        300.0, "--max-wait", metavar="SECONDS",
+        help=f"Longest wait for a rate limit, 0 to {MAX_WAIT_LIMIT:.0f} s; a longer one stops the run at once, "
+        "saying when to run again (the next run continues from there)."),
+    max_pages: Optional[int] = typer.Option(
+        None, "--max-pages", min=1, help="Pages of one listing in one run (default 2,000: 200,000 items); a server "
+        "whose next links never end stops there, and a larger first sync continues on the next run."),
     request_gap: float = typer.Option(
-        0.0, "--request-gap", min=0.0,
-        help="Seconds between requests (default none: requests are serial, and rate limits are waited out)."),
+        0.0, "--request-gap", metavar="SECONDS", help=f"Seconds between requests, 0 to {MAX_REQUEST_GAP:.0f} "
+        "(default none: requests are serial, and rate limits are waited out)."),
     as_json: bool = Json,
     db: Optional[str] = Db,
 ):
@@ -159,8 +187,10 @@ def mine(
 
     Token from GH_TOKEN, else GITHUB_TOKEN (as gh). An interrupted run loses nothing; an unchanged repository costs one request.
     """
+    number_in_range("--request-gap", request_gap, 0, MAX_REQUEST_GAP, "seconds")
+    number_in_range("--max-wait", max_wait, 0, MAX_WAIT_LIMIT, "seconds")
     from retriage.db.store import Database
-    from retriage.miner.client import GitHubClient, GitHubError, token_from_env
+    from retriage.miner.client import GitHubClient, GitHubError, RetryPolicy, token_from_env
     from retriage.miner.sync import load_state, parse_since, resolve_repos, sync_repos
 
     repo_list = resolve_repos(repos)
@@ -170,14 +200,16 @@ def mine(
     if token is None:
         sys.stderr.write(NO_TOKEN_NOTE + "\n")
     try:
-        client = GitHubClient(base_url, token, seconds_between_requests=request_gap, max_requests=max_requests)
+        client = GitHubClient(base_url, token, policy=RetryPolicy(max_wait=max_wait),
+                              seconds_between_requests=request_gap, max_requests=max_requests)
     except GitHubError as e:  # a bad --base-url
         raise UsageError(str(e)) from None
     since_ignored = since_dt is not None and any(load_state(con, r, "issues").cursor for r in repo_list)
     started = time.monotonic()
     with MineView(repo_list, client) as view:
         client.on_wait = view.waiting
-        results = sync_repos(con, client, repo_list, since_dt, comments=not no_comments, on_progress=view.update)
+        results = sync_repos(con, client, repo_list, since_dt, comments=not no_comments, on_progress=view.update,
+                             max_pages=max_pages)
     client.close()
     summary = _summary(results, client, since_ignored)
     summary["seconds"] = round(time.monotonic() - started, 2)
@@ -187,4 +219,5 @@ def mine(
         resume = " (cursor kept: run again to resume)" if any(r.retryable for r in failed) else ""
         raise UserError("; ".join(f"{r.repo}: {r.error}" for r in failed) + resume)
     if summary["stopped"] and not _fetched_any(results):
-        raise UserError(f"stopped at --max-requests {max_requests} before any page was fetched: nothing stored")
+        raise UserError(f"stopped at --max-requests {max_requests} before any page was fetched: nothing stored"
+                        + "".join(f"; {r.stopped_before}" for r in results if r.stopped_before))

@@ -51,6 +51,22 @@ def output_format(fmt: str, as_json: bool) -> str:
     return fmt
 
 
+def number_in_range(option: str, value: float | None, low: float, high: float, unit: str = "") -> float | None:
+    """A number option's value, refused (UsageError: one line, exit 2) unless finite and from `low` to `high`.
+    Click's ranges let nan through (it compares false with both ends), and "inf", "nan" and "1e9" all parse as
+    floats; None (an option not given) passes."""
+    import math
+
+    from retriage.core.errors import UsageError
+
+    if value is None:
+        return None
+    if not math.isfinite(value) or not low <= value <= high:
+        unit = f" {unit}" if unit else ""
+        raise UsageError(f"{option} must be a number from {low:g} to {high:g}{unit}, not {value:g}")
+    return value
+
+
 def open_web(url: str | None) -> None:
     """Open `url` in the user's browser (`BROWSER` is honoured, as by gh); a one-line error when none opens."""
     import webbrowser
