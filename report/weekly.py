@@ -5,10 +5,13 @@ Counting rules (the report's documented contract):
 - Weeks are ISO weeks, Monday to Sunday, of `issues.created_at` (stored in UTC). A row is keyed by its Monday.
   The rows are dense: every week from the first to the last week of the range is present, with zeros when no
   issue was created in it.
-- The range is `since`..`until`, both inclusive, whole days (UTC). Without `since` it starts at the week of the
-  oldest issue in the selection, without `until` it ends at the week of the newest one. The first and last
-  rows count only the days inside the bounds, so they may cover part of a week. `last_weeks=N` shows the last
-  N weeks of that range. A week is *partial* when it has fewer than 7 days inside the bounds and up to the
+- The range is `since`..`until`, both inclusive, whole days (UTC), cut to the weeks of the selected data: it
+  never starts before the week of the oldest issue in the selection (engines, PRs; whatever the day bounds)
+  nor ends after the week of the newest one, so no empty week outside the data is ever a row and a range of
+  1970-9998 costs what the data's own span costs. Without `since` it starts at the week of the oldest issue
+  in the selection, without `until` it ends at the week of the newest one. The first and last rows count only
+  the days inside the bounds, so they may cover part of a week. `last_weeks=N` shows the last N weeks of that
+  range. A week is *partial* when it has fewer than 7 days inside the bounds and up to the
   data's as-of day (the newest issue, or the last sync run if later): the week being mined is partial.
 - Pull requests are left out unless `include_prs`.
 - Which label counts: the prediction of one model version, by default the shipped model's
@@ -80,7 +83,7 @@ class Week(Counts):
 
     @property
     def partial(self) -> bool:
-        """Fewer than 7 days counted: cut by --since/--until, or the data ends inside (or before) this week."""
+        """Fewer than 7 days counted: cut by --since/--until, or the data ends inside this week."""
         return self.days < 7
 
     @property
@@ -227,19 +230,38 @@ def _sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) -> str:
-    """CTE `base`: the selected issues with repo, week and category (and `columns`). Only the filters in use
-    are written, so DuckDB can push them into the scan; their values stay parameters ($...)."""
-    category = f"p.{by}" if by == "component" else f"CASE WHEN p.abstained THEN '{UNSURE}' ELSE p.re_class END"
+def _selection_where(params: dict, dates: bool = True) -> list[str]:
+    """The WHERE terms of the selection (issues or also PRs, engines, and with `dates` the day bounds); only the
+    filters in use, so DuckDB can push them into the scan."""
     where = ["i.created_at IS NOT NULL"]
     if not params["include_prs"]:
         where.append("NOT i.is_pull_request")
     if params["repos"] is not None:
         where.append("list_contains($repos, i.repo)")
-    if params["since"] is not None:
+    if dates and params["since"] is not None:
         where.append("i.created_at >= $since")
-    if params["until"] is not None:
+    if dates and params["until"] is not None:
         where.append("i.created_at < $until")
+    return where
+
+
+def _span_sql(params: dict) -> str:
+    """CTE `span`: the Monday of the first and of the last week holding a selected issue, whatever the day
+    bounds (NULLs when nothing is selected). The week spine never reaches outside it: --since 1970-01-01
+    --until 9998-12-31 costs what the data's own span costs, not 430,000 empty weeks."""
+    if params["since"] is None and params["until"] is None:
+        return "span AS (SELECT min(week) AS first, max(week) AS last FROM counts)"
+    return f"""span AS (
+            SELECT date_trunc('week', min(i.created_at))::DATE AS first,
+                   date_trunc('week', max(i.created_at))::DATE AS last
+            FROM issues i WHERE {" AND ".join(_selection_where(params, dates=False))})"""
+
+
+def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) -> str:
+    """CTE `base`: the selected issues with repo, week and category (and `columns`). Only the filters in use
+    are written, so DuckDB can push them into the scan; their values stay parameters ($...)."""
+    category = f"p.{by}" if by == "component" else f"CASE WHEN p.abstained THEN '{UNSURE}' ELSE p.re_class END"
+    where = _selection_where(params)
     if newest:
         where.append("i.created_at >= $first_week")
     return f"""
@@ -312,14 +334,17 @@ def _pivot_sql(by: str, params: dict, categories: Sequence[str]) -> str:
             FROM (SELECT repo, week, category, count(*) AS n FROM base GROUP BY ALL) c
             LEFT JOIN engine_map m ON m.repo = c.repo
             GROUP BY ALL),
+        {_span_sql(params)},
+        clamped AS (  -- since..until, cut to the weeks of the selected data (no empty weeks outside it)
+            -- least()/greatest() skip NULL: without $hi/$lo the range is the data's own span
+            SELECT CASE WHEN last IS NOT NULL THEN least($hi, last) END AS hi, greatest($lo, first) AS lo
+            FROM span),
         bounds AS (
-            SELECT coalesce($hi, max(week)) AS hi,
-                   -- greatest() skips NULL: without $n_weeks the range starts at $lo or the first week
-                   -- a `last_weeks` window starts BASELINE_WEEKS early: those rows feed the last-week baseline
-                   greatest(coalesce($lo, min(week)),
-                            coalesce($hi, max(week)) - INTERVAL ($n_weeks - 1 + $baseline) WEEK)::DATE
-                       AS lo
-            FROM counts),
+            SELECT hi,
+                   -- without $n_weeks the range starts at lo; a `last_weeks` window starts BASELINE_WEEKS
+                   -- early: those rows feed the last-week baseline
+                   greatest(lo, hi - INTERVAL ($n_weeks - 1 + $baseline) WEEK)::DATE AS lo
+            FROM clamped),
         spine AS (SELECT unnest(generate_series(lo, hi, INTERVAL 7 DAY))::DATE AS week FROM bounds),
         grps AS (SELECT DISTINCT grp FROM counts UNION SELECT unnest($groups)),
         grid AS (SELECT g.grp, s.week, k.category, k.n
@@ -387,6 +412,7 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     known, categories = _categories(con, by, model_version)
     params = _params(selected, per_engine, model_version, include_prs, since_day, until_day)
     monday = (lambda d: d - timedelta(days=d.weekday()))
+    _check_span(con, params, since_day, until_day, last_weeks)
     pivot = _pivot_sql(by, params, categories)
     rows = con.execute(pivot, _used(pivot, {
         **params,
@@ -404,6 +430,25 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
         _attach_newest(con, sections, by, categories, params, newest)
     return WeeklyReport(by, categories, model_version, [e.id for e in selected], per_engine, since_day,
                         until_day, include_prs, sections, as_of)
+
+
+MAX_SPAN_WEEKS = 5_218  # about a century of rows: a selection spanning more is refused unless --weeks cuts it
+
+
+def _check_span(con, params: dict, since_day: date | None, until_day: date | None, last_weeks: int | None) -> None:
+    """Rows are dense (every week of the range), so a handful of issues centuries apart would make hundreds of
+    thousands of rows: the cost must follow the input, so such a range is refused in one line instead."""
+    if last_weeks is not None and last_weeks <= MAX_SPAN_WEEKS:
+        return
+    where = _selection_where(params)
+    sql = f"SELECT min(i.created_at)::DATE, max(i.created_at)::DATE FROM issues i WHERE {' AND '.join(where)}"
+    first, last = con.execute(sql, _used(sql, params)).fetchone()
+    if first is None:
+        return
+    weeks = (last - first).days // 7 + 1
+    if weeks > MAX_SPAN_WEEKS:
+        raise UsageError(f"the selected issues span {weeks:,} weeks ({first} to {last}): give --since/--until or "
+                         f"--weeks N to show at most {MAX_SPAN_WEEKS:,} weeks")
 
 
 def _params(selected: Sequence[taxonomy.Engine], per_engine: bool, model_version: str | None, include_prs: bool,

@@ -398,3 +398,21 @@ def test_a_few_cases_in_a_fresh_process(name, tmp_path, small_db):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode in (1, 2) and len(lines) == 1 and lines[0].startswith("retriage: error: "), proc.stderr
     assert not new.exists()
+
+
+@pytest.mark.parametrize("command", [["import", "{bomb}", "--db", "{new}"],
+                                     ["predict", "-i", "{bomb}", "-o", "{tmp}/out.jsonl"]])
+def test_a_gzip_of_gigabytes_of_blank_space_is_a_one_line_error(command, tmp_path, monkeypatch, capsys):
+    """3 MB of gzip holding 3 GB of blank lines and spaces: refused after 64 MiB of blank space, in one line,
+    whatever reads issue records (before: read up to the 2 GiB cap, 2.1 GB of memory, ~16 s)."""
+    member = gzip.compress(b" \n" * (32 << 20), 9)
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(member * 46)
+    new = tmp_path / "new.duckdb"
+    args = [a.replace("{bomb}", str(bomb)).replace("{new}", str(new)).replace("{tmp}", str(tmp_path))
+            for a in command]
+    code, out, err = run_main(args, monkeypatch, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err[-2000:]
+    assert lines[0].startswith(f"retriage: error: {bomb}:") and "characters of blank space" in lines[0]
+    assert not new.exists() and not (tmp_path / "out.jsonl").exists()

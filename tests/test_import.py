@@ -149,3 +149,87 @@ def test_import_dash_reads_standard_input(tmp_path):
     assert json.loads(r.output)["new"] == 1
     r = CliRunner().invoke(app, ["import", "-", "-", "--db", str(db)], input="")
     assert isinstance(r.exception, UserError) and "only once" in str(r.exception)
+
+
+# Gzip bombs of blank space or of one endless line: refused in one line after MAX_RECORD characters, with the
+# memory of a record, not of the 3 GB the 3 MB file decompresses to (before: 2.1 GB, refused at the 2 GiB cap).
+_MEASURE = """
+import json, resource, sys
+import duckdb, retriage.db.importer
+from retriage.cli import main
+out, argv = sys.argv[1], sys.argv[2:]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sys.argv = ["retriage", *argv]
+try:
+    main()
+    code = 0
+except SystemExit as e:
+    code = e.code
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+open(out, "w").write(json.dumps({"code": code, "grew_mb": (peak - base) / 1024}))
+"""
+
+
+def _bomb(path, head: bytes, fill: bytes, members: int = 46):
+    """`head`, then `members` gzip members of 64 MiB of `fill` each: about 3 MB holding about 3 GB."""
+    member = gzip.compress(fill * (64 << 20), 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head))
+        for _ in range(members):
+            f.write(member)
+    return path
+
+
+def test_a_gzip_of_spaces_or_of_one_endless_line_is_refused_before_memory_grows(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    cases = {
+        "spaces.jsonl.gz": (b"", b" ", "characters of blank space"),
+        "array-of-spaces.json.gz": (b"[", b" ", "characters of blank space"),
+        "record-of-spaces.json.gz": (b'[{"repo": "a/b", "number": 1, "title": ', b" ", "item 1 is longer than"),
+        "endless-title.jsonl.gz": (b'{"repo": "a/b", "number": 1, "title": "', b"x", "a line longer than"),
+    }
+    for name, (head, fill, reason) in cases.items():
+        src = _bomb(tmp_path / name, head, fill)
+        assert src.stat().st_size < 3_200_000
+        db, out = tmp_path / f"{name}.duckdb", tmp_path / f"{name}.json"
+        proc = subprocess.run([sys.executable, "-c", _MEASURE, str(out), "import", str(src), "--db", str(db)],
+                              capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+        result = json.loads(out.read_text())
+        lines = proc.stderr.strip().splitlines()
+        assert result["code"] == 2 and len(lines) == 1, proc.stderr[-2000:]
+        assert result["grew_mb"] < 300, (name, result, lines)  # a record's worth (64 MiB), not gigabytes
+        assert lines[0].startswith(f"retriage: error: {src}:1: ") and reason in lines[0], lines[0]
+        assert "67,108,864 characters" in lines[0]  # MAX_RECORD, 64 MiB
+        assert not db.exists()
+
+
+def test_arrays_and_lines_streamed_across_chunks_give_the_same_rows(tmp_path):
+    """Records of about 700 KB each straddle the reader's 1 MiB chunks: a JSON array (compact and indented,
+    gzipped or not), JSON lines and blank space between them give the same rows as the records themselves."""
+    from retriage.db.importer import read_rows
+
+    records = [{"repo": "vllm-project/vllm", "number": n, "title": f"t{n} é \u2028",
+                "body": ("x" * 700_000 + f' "quoted" \\ {n}'), "created_at": "2025-01-02T03:04:05Z"}
+               for n in range(1, 9)]
+    expected = read_rows([_write(tmp_path / "one.json", json.dumps(records[0]).encode())])
+    shapes = {
+        "compact.json": json.dumps(records).encode(),
+        "indented.json.gz": gzip.compress(json.dumps(records, indent=2).encode()),
+        "lines.jsonl": "\n".join(json.dumps(r) for r in records).encode(),
+        "spaced.jsonl.gz": gzip.compress(("\n" * 3 + "\n \t\n".join(json.dumps(r) for r in records)
+                                          + " " * 3_000_000 + "\n").encode()),
+        "spaced-array.json": ("[" + (" " * 1_500_000 + ",\n").join(json.dumps(r) for r in records) + "]").encode(),
+    }
+    for name, data in shapes.items():
+        rows = read_rows([_write(tmp_path / name, data)])
+        assert [r["number"] for r in rows] == list(range(1, 9)), name
+        assert rows[0] == expected[0] and all(r["body"].endswith(f' "quoted" \\ {r["number"]}') for r in rows)
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path

@@ -129,10 +129,54 @@ def test_weeks_are_dense_iso_mondays_with_zero_weeks(con):
     assert all(set(w.counts) == set(rep.categories) and not any(w.counts.values()) for w in zero)
 
 
-def test_range_beyond_the_data_is_filled_with_zero_weeks(con):
+def test_range_beyond_the_data_stops_at_the_datas_last_week(con):
     rep = weekly_report(con, since="2025-07-01", until="2025-08-31", model_version=MODEL)
-    assert rep.weeks[0] == date(2025, 6, 30) and rep.weeks[-1] == date(2025, 8, 25)
-    assert [w.total for w in rep.sections[0].weeks[3:]] == [0] * 6  # the snapshot ends in July 2025
+    last = con.execute("SELECT max(created_at) FROM issues WHERE NOT is_pull_request").fetchone()[0].date()
+    assert last < date(2025, 8, 1)  # the snapshot ends in July 2025
+    # no empty week after the data is a row (before: zero weeks up to 2025-08-25)
+    assert rep.weeks[0] == date(2025, 6, 30) and rep.weeks[-1] == last - timedelta(days=last.weekday())
+    assert report_counts(rep.sections[0]) == sql_counts(con, since="2025-07-01", until="2025-08-31")
+
+
+WIDE = {"since": "1970-01-01", "until": "9998-12-31"}  # the widest days the options take
+
+
+def _without_bounds(rep) -> dict:
+    return {k: v for k, v in render.to_dict(rep).items() if k not in ("since", "until")}
+
+
+@pytest.mark.parametrize("options", [{}, {"per_engine": True, "by": "component"},
+                                     {"engines": ["trtllm"], "include_prs": True}])
+def test_the_widest_range_gives_the_rows_of_the_datas_own_span(con, options):
+    """1970-01-01..9998-12-31 is about 417,000 weeks; the data spans about 125. The rows (weeks, days, counts,
+    the last full week, the newest issues) are those of the data's own span: no empty week outside it."""
+    own = weekly_report(con, model_version=MODEL, **options)
+    wide = weekly_report(con, model_version=MODEL, **WIDE, **options)
+    assert wide.since == date(1970, 1, 1) and wide.until == date(9998, 12, 31)
+    assert len(wide.weeks) == len(own.weeks) < 200
+    assert _without_bounds(wide) == _without_bounds(own)
+    inside = weekly_report(con, model_version=MODEL, since="1970-01-01", until=own.weeks[-1] + timedelta(days=6),
+                           **options)
+    assert inside.weeks == own.weeks  # a range reaching out on one side only is cut there too
+
+
+def test_issues_centuries_apart_are_refused_unless_the_weeks_are_cut(tmp_path):
+    """Rows are dense, so two issues 8,000 years apart would be 417,000 rows: refused in one line, while
+    --weeks or day bounds that cut the span still answer."""
+    from retriage.core.errors import UsageError
+
+    path = tmp_path / "span.duckdb"
+    c = connect(path)
+    for number, created in ((1, "1971-06-01"), (2, "2025-03-03"), (3, "9998-06-01")):
+        c.execute("INSERT INTO issues (repo, number, title, created_at, is_pull_request, html_url) "
+                  "VALUES (?, ?, 't', ?::TIMESTAMP, false, 'https://x')", [TRT.repo, number, created])
+    with pytest.raises(UsageError, match=r"span 418,829 weeks \(1971-06-01 to 9998-06-01\)"):
+        weekly_report(c, model_version=MODEL)
+    with pytest.raises(UsageError, match="--weeks"):
+        weekly_report(c, model_version=MODEL, **WIDE)
+    assert len(weekly_report(c, model_version=MODEL, last_weeks=8).weeks) == 8
+    assert weekly_report(c, model_version=MODEL, since="2025-01-01", until="2025-12-31").issues == 1
+    c.close()
 
 
 def test_date_bounds_are_inclusive_days(con):
@@ -208,13 +252,14 @@ def test_last_week_change_and_newest_issues(con):
     assert all(n.html_url.endswith(f"/issues/{n.number}") for n in s.newest)
 
 
-def test_partial_first_week_and_weeks_after_the_data(con):
+def test_partial_first_week_and_the_datas_last_week(con):
     rep = weekly_report(con, engines=["vllm"], since="2025-06-04", until="2025-08-10", model_version=MODEL)
     weeks = rep.sections[0].weeks
     assert weeks[0].week == date(2025, 6, 2) and weeks[0].days == 5 and weeks[0].partial  # Wednesday to Sunday
     as_of = rep.as_of.date()
-    after = [w for w in weeks if w.week > as_of]
-    assert after and all(w.days == 0 and w.total == 0 for w in after)
+    # the rows end with the data's last week (partial: the data ends inside it), none after it
+    assert weeks[-1].week <= as_of < weeks[-1].week + timedelta(days=7)
+    assert weeks[-1].partial and weeks[-1].days == (as_of - weeks[-1].week).days + 1
     full = [w for w in weeks if not w.partial]
     ch = rep.sections[0].change
     assert ch.week == full[-1].week and ch.baseline_weeks == 4  # the cut first week is not in the baseline
@@ -317,6 +362,36 @@ def test_cli_charts(db, tmp_path, monkeypatch):
     assert all(f'"{c}"' in page for c in taxonomy.component_ids())
     assert all(f'"{e.name}"' in page for e in taxonomy.engines() if e.id != "trtllm")
     assert '"week_end"' in page and '"2025-07-14"' in page  # the data is in the page
+
+
+def test_cli_the_widest_range_answers_like_the_datas_own_span(db):
+    """`--since 1970-01-01 --until 9998-12-31 --all` as table, JSON and CSV: the output of the data's own span
+    (before: no answer in 300 s, 2.8 GB for the JSON). The timeout is only a safety net."""
+    wide = ("--since", WIDE["since"], "--until", WIDE["until"], "--all")
+    for fmt in ("table", "json", "csv"):
+        own = _cli(db, "--all", "--format", fmt, env={"COLUMNS": "140"}, timeout=120)
+        far = _cli(db, *wide, "--format", fmt, env={"COLUMNS": "140"}, timeout=120)
+        assert own.returncode == far.returncode == 0, far.stderr
+        if fmt == "json":
+            own_doc, far_doc = json.loads(own.stdout), json.loads(far.stdout)
+            assert (far_doc.pop("since"), far_doc.pop("until")) == (WIDE["since"], WIDE["until"])
+            del own_doc["since"], own_doc["until"]
+            assert far_doc == own_doc and len(far_doc["sections"][0]["weeks"]) < 200
+        else:
+            assert far.stdout == own.stdout, fmt
+
+
+@pytest.mark.slow  # renders PNG and HTML charts with vl-convert
+def test_cli_the_widest_range_draws_the_charts_of_the_datas_own_span(db, tmp_path):
+    """PNG, and the HTML page per engine (before: 7.9 GB and 4.6 GB of memory, no answer in 300 s): the same
+    bytes as over the data's own span."""
+    wide = ("--since", WIDE["since"], "--until", WIDE["until"], "--all")
+    for fmt, extra in (("png", ()), ("html", ("--per-engine",))):
+        own, far = tmp_path / f"own.{fmt}", tmp_path / f"wide.{fmt}"
+        for out, args in ((own, ("--all",)), (far, wide)):
+            r = _cli(db, *args, *extra, "--format", fmt, "--output", str(out), timeout=120)
+            assert r.returncode == 0, r.stderr
+        assert far.read_bytes() == own.read_bytes(), fmt
 
 
 @pytest.mark.parametrize("args, message, code", [

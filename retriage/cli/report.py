@@ -135,8 +135,8 @@ def report(
 ):
     """Weekly distribution of RE classes (or components) per ISO week of issue creation, or --components.
 
-    Rows are ISO weeks (Monday start, UTC), with zeros for weeks without issues; the last 12 unless --since,
-    --weeks or --all. Columns the RE classes (or components), `unsure` when the classifier abstained and
+    Rows are ISO weeks (Monday start, UTC), with zeros for weeks without issues; never a week before the first
+    or after the last selected issue, whatever --since/--until say; the last 12 unless --since, --weeks or --all. Columns the RE classes (or components), `unsure` when the classifier abstained and
     `unlabeled` for issues the model has not labeled. A week with fewer than 7 days of data is marked
     (partial) and not compared: "Δ last full week" is the last full week against the mean of the 4 before.
     Ends with the newest issues of each resource class, linked.

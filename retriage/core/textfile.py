@@ -63,11 +63,12 @@ def _chunks(path: Path) -> Iterator[bytes]:
             yield from itertools.chain([first] if first else [], rest)
 
 
-def read_text(path: str | Path, max_bytes: int = MAX_BYTES) -> str:
-    """The UTF-8 text of a file or of a gzipped file (a leading BOM dropped)."""
+def text_chunks(path: str | Path, max_bytes: int = MAX_BYTES) -> Iterator[str]:
+    """The UTF-8 text of a file or of a gzipped file (a leading BOM dropped), about a megabyte at a time, each
+    chunk checked as it arrives: NUL bytes, bytes that are not UTF-8, broken gzip, more than `max_bytes` of
+    text. Nothing but the current chunk is held, so a reader that parses as it goes stays small."""
     path = Path(path)
     decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
-    parts: list[str] = []
     offset = 0
     try:
         if path.is_dir():
@@ -77,20 +78,28 @@ def read_text(path: str | Path, max_bytes: int = MAX_BYTES) -> str:
             if nul >= 0:
                 raise UsageError(f"{path}: NUL byte at byte {offset + nul}: not a text file")
             try:
-                parts.append(decoder.decode(chunk))
+                text = decoder.decode(chunk)
             except UnicodeDecodeError as e:
                 raise UsageError(f"{path}: not UTF-8 text (byte {offset + e.start})") from None
             offset += len(chunk)
             if offset > max_bytes:
                 raise UsageError(f"{path}: more than {max_bytes:,} bytes of text: split it into smaller files")
+            if text:
+                yield text
         try:
-            parts.append(decoder.decode(b"", final=True))
+            text = decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             raise UsageError(f"{path}: not UTF-8 text (ends inside a character)") from None
+        if text:
+            yield text
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not a file") from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
-    return "".join(parts)
+
+
+def read_text(path: str | Path, max_bytes: int = MAX_BYTES) -> str:
+    """The UTF-8 text of a file or of a gzipped file (a leading BOM dropped), whole."""
+    return "".join(text_chunks(path, max_bytes))
