@@ -3,15 +3,15 @@ takes on a machine mixing compute capabilities (`mixed_gpu_class` in taxonomy/ru
 the issue's environment block lists GPUs of different compute capabilities. The guide counts that as RE.3
 (heterogeneous GPUs); the model, which reads the rule's usual class among its features, often says `none`
 or is unsure. `label` (both tiers of its cascade) and `predict` apply it; `eval` scores the model alone.
-`classify` takes the same class through its verdict (retriage/core/rule_class.py).
+`classify` takes the same class through its verdict (triage/rule_class.py).
 """
 
 from __future__ import annotations
 
 from retriage.classifier.model import Prediction
 from retriage.core.document import Document
-from retriage.core.rule_class import mixed_capabilities
 from retriage.core.rules import applies_to
+from retriage.taxonomy.environment import mixed_capabilities
 
 
 def mixed_gpu_class(doc: Document, body: str | None, engine: str | None) -> str | None:

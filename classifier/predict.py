@@ -32,13 +32,6 @@ def fixes_for(doc: Views, engine: str | None, prediction: Prediction | None) -> 
     return tags
 
 
-def predict_texts(items: list[tuple[str | None, str | None]], model: IssueClassifier | None = None,
-                  con: duckdb.DuckDBPyConnection | None = None, embedder: Embedder | None = None,
-                  progress: Callable[[int], None] | None = None) -> list[Prediction]:
-    """Predictions for (title, body) pairs. Embeddings go through the database cache when `con` is given."""
-    return predict_views([views(t, b) for t, b in items], model, con, embedder, progress)
-
-
 def predict_views(v: list[Views], model: IssueClassifier | None = None,
                   con: duckdb.DuckDBPyConnection | None = None, embedder: Embedder | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Prediction]:

@@ -1,13 +1,19 @@
-"""What the bot's thresholds buy (retriage/bot/figures.py, `bench/bot_thresholds`): measured on the labeled dev
-split with the shipped model's held-out fit. The counts must behave as counts of the statements the bot would
-make: a higher threshold states a subset, every statement is about a dev issue, and the fit is the one that never
-saw the dev split."""
+"""What the bot's thresholds buy (bench/experiments/bot_figures.py, `bench/bot_thresholds`): measured on the
+labeled dev split with the shipped model's held-out fit. The counts must behave as counts of the statements the bot
+would make: a higher threshold states a subset, every statement is about a dev issue, and the fit is the one that
+never saw the dev split."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
 from retriage.bot.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # bench/experiments is not part of the package: imported from the checkout
 
 pytestmark = pytest.mark.slow  # the held-out fit predicts the whole dev split
 
@@ -19,7 +25,7 @@ SIMILAR_T = (-1.0, 0.60, 0.75, 1.01)
 
 @pytest.fixture(scope="module")
 def figures():
-    from retriage.bot.figures import dev_figures
+    from bench.experiments.bot_figures import dev_figures
 
     cfg = load_config()
     return dev_figures(set(CLASS_T) | {cfg.class_confidence}, set(COMPONENT_T) | {cfg.component_confidence},

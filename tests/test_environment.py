@@ -1,4 +1,4 @@
-"""The environment block of a pasted log (core/environment.py), on environment dumps as reporters paste them.
+"""The environment block of a pasted log (taxonomy/environment.py), on environment dumps as reporters paste them.
 
 The nvidia-smi table is the one quoted in vllm#55169 and the llama.cpp device lines are from llama.cpp#17284 (the
 mixed-GPU case edits one row of that table); the AMD collect_env line is from vllm#31920; the sglang check_env
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retriage.core import environment
+from retriage.taxonomy import environment
 from retriage.triage import logtext
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"

@@ -1,14 +1,20 @@
-"""The encoder fine-tuning of classifier/finetune.py: balanced batches, and a real (tiny) tuning run of the
-shipped MiniLM that moves its vectors and keeps their shape."""
+"""The encoder fine-tuning of bench/experiments/finetune.py (bench/finetune): balanced batches, and a real (tiny)
+tuning run of the shipped MiniLM that moves its vectors and keeps their shape."""
 
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
+import pytest
 
-from retriage.classifier.finetune import TuneSettings, TunedEmbedder, balanced_batches, finetune_encoder
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # bench/experiments is not part of the package: imported from the checkout
+
+from bench.experiments.finetune import TuneSettings, TunedEmbedder, balanced_batches, finetune_encoder  # noqa: E402
 
 
 def test_balanced_batches_hold_every_class_alike_and_cycle_small_ones():
@@ -24,6 +30,7 @@ def test_balanced_batches_hold_every_class_alike_and_cycle_small_ones():
     assert set(seen_re2) == {96, 97, 98} and max(seen_re2.values()) - min(seen_re2.values()) <= 1
 
 
+@pytest.mark.slow  # loads the real MiniLM with torch and trains it
 def test_a_short_tuning_run_moves_the_vectors(monkeypatch):
     texts = ["CUDA out of memory while allocating the KV cache", "torch.OutOfMemoryError: tried to allocate 2 GiB",
              "NCCL timeout with tensor parallel size 2", "all-reduce hangs across two GPUs",

@@ -4,13 +4,19 @@ record well formed, in the guide's vocabulary, pointing at its own issue; real-i
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from retriage.classifier.agreement import ADJUDICATION_KEYS, STUDIES, agreement
 from retriage.classifier.dataset import label_files, load_gold, read_labels
 from retriage.taxonomy import HERE, HOLDOUT_DIR, canonical_repo, component_ids, fix_tag_ids, re_class_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # bench/experiments is not part of the package: imported from the checkout
+
+from bench.experiments.agreement import ADJUDICATION_KEYS, STUDIES, agreement  # noqa: E402
 
 RECORDS = [(p.name, i, r) for p in label_files() for i, r in enumerate(read_labels(p), 1)]
 HOLDOUT = [(p.name, i, r) for p in label_files(HOLDOUT_DIR) for i, r in enumerate(read_labels(p), 1)]

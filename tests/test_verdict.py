@@ -3,15 +3,21 @@ otherwise, and the answer says why when they differ. Real rules, real traces, th
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from retriage.core.rules import Match, load_rules, match_rules
-from retriage.triage import calibrate, logtext
-from retriage.core.rule_class import rule_class, several_devices
+from retriage.triage import logtext
+from retriage.triage.rule_class import rule_class, several_devices
 from retriage.triage.verdict import PRECISION_FILE, Precision, decide, load_precision
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # bench/experiments is not part of the package: imported from the checkout
+
+from bench.experiments import calibrate  # noqa: E402
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 RULES = {r.id: r for r in load_rules()[0]}
@@ -24,7 +30,7 @@ def first_match(name: str, folder: Path = TRACES, engine: str | None = None) -> 
 
 def test_precision_file_matches_the_labeled_traces():
     """The counts in taxonomy/rule_precision.toml are those of the current rules over the labeled manifests:
-    a rule or a label changed since calibration makes this fail (rerun `python -m retriage.triage.calibrate`)."""
+    a rule or a label changed since calibration makes this fail (rerun `python -m bench.experiments.calibrate`)."""
     shipped = load_precision(PRECISION_FILE)
     counts: dict[str, list[int]] = {}
     for e in calibrate.labeled(TRACES):

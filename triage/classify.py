@@ -4,7 +4,7 @@ flags, the evidence lines, and similar past issues.
 The component comes from the embedding classifier, whose features include the rule matches; the first
 matching rule gives the fix. The class is one verdict (triage/verdict.py): the first rule's when that rule's
 class was right often enough on the labeled traces, else the model's; when they differ the answer says why in
-one line. The environment block (GPU models, compute capabilities, versions: core/environment.py) is shown
+one line. The environment block (GPU models, compute capabilities, versions: taxonomy/environment.py) is shown
 and used: mixed GPUs are RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix.
 
 Two ways to the class: the fast path (static MiniLM features read by a head distilled from the model,
@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from retriage.classifier.features import VIEW_FIELDS
-from retriage.core import environment as env_parse
 from retriage.core.document import document
 from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
@@ -29,6 +28,7 @@ from retriage.triage import logtext
 from retriage.triage.fixtext import fix as fix_entry
 from retriage.triage.verdict import decide
 from retriage.core.rules import Match, applies_to, default_rules, match_rules
+from retriage.taxonomy import environment as env_parse
 
 MAX_FIXES = 3
 _WARN_RE = re.compile(r"(?i)\bwarn")  # a log without an error line: its warnings say most about it

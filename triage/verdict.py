@@ -2,12 +2,12 @@
 
 A rule whose class was right on the labeled traces often enough (taxonomy/rule_precision.toml: at least
 `min_traces` traces with the rule as the first match, precision at least `threshold`, both chosen by
-`python -m retriage.triage.calibrate`) decides the class; otherwise the model does. The model reads the rule
+bench/experiments/calibrate.py) decides the class; otherwise the model does. The model reads the rule
 matches as features too, so a new rule needs no retraining: it carries its class, and this layer weighs it by
 its measured precision. A rule that says which class it takes when several devices are at work
 (`multi_device_class`, e.g. a /dev/shm shortage under tensor parallel) takes it when the log shows them; one
 that names the class on a machine mixing compute capabilities (`mixed_gpu_class`) takes it when the
-environment block lists them (retriage/core/rule_class.py).
+environment block lists them (triage/rule_class.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from retriage.core.rule_class import rule_class
 from retriage.core.rules import Match
 from retriage.taxonomy import HERE as TAXONOMY_DIR
+from retriage.triage.rule_class import rule_class
 
 PRECISION_FILE = TAXONOMY_DIR / "rule_precision.toml"
 

@@ -7,7 +7,8 @@ RE.2 or RE.4. Steps alternate between the RE-class target and the component targ
 both. The loop is plain torch (no `datasets`/`accelerate`), on CPU.
 
 `finetune_encoder` returns a `SentenceTransformer`; `save_fp16` writes it as a folder that
-`TunedEmbedder` (and sentence-transformers) loads. Nothing here reads or writes a database.
+`TunedEmbedder` (and sentence-transformers) loads. Nothing here reads or writes a database. An experiment
+(`bench/finetune`), not part of the package.
 """
 
 from __future__ import annotations

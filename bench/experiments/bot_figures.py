@@ -1,4 +1,4 @@
-"""What the bot's thresholds buy, measured on the labeled dev split (`bench/bot_thresholds`, README "Bot").
+"""What the bot's thresholds buy, measured on the labeled dev split (`bench/bot_thresholds`, docs/bot.md).
 
 The shipped model's held-out fit (`IssueClassifier.held_out`: the same settings, fitted without the dev split)
 predicts the dev split (issues it never saw; vectors from the package's embedding

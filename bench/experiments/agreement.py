@@ -15,7 +15,10 @@ reader, before disagreements were settled. Seven studies, each a pair of files i
 - "set_6": second_reader_set_6.jsonl / adjudication_set_6.jsonl, all 133 issues of the sixth set, which is
   kept out of training (taxonomy/holdout/fresh_6.jsonl), read by three blind second readers.
 
-An adjudication file records each settled value and the first reader's original one."""
+An adjudication file records each settled value and the first reader's original one.
+
+    .venv/bin/python -m bench.experiments.agreement     # from the checkout's root: every study's kappas as JSON
+"""
 
 from __future__ import annotations
 

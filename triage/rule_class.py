@@ -6,15 +6,16 @@ guide counts as multi-device (RE.3) when the text shows them:
 - `mixed_gpu_class`: the environment lists GPUs of different compute capabilities, e.g. a bf16 check that read
   the older card on a machine whose newer card would run the model (vllm#7472).
 
-Shared by `classify`'s verdict (triage/verdict.py) and the labeling of stored issues (classifier/label.py).
+Used by `classify`'s verdict (triage/verdict.py); the labeling of stored issues (classifier/device_class.py) reads
+the mixed-GPU case from the same test (taxonomy/environment.mixed_capabilities).
 """
 
 from __future__ import annotations
 
 import re
 
-from retriage.core import environment
 from retriage.core.rules import Match
+from retriage.taxonomy.environment import mixed_capabilities
 
 _SEVERAL_DEVICES = [
     re.compile(r"tensor[-_]parallel[-_]size['\"]?\s*[=:]?\s*['\"]?([2-9]|\d{2,})\b", re.I),
@@ -32,12 +33,6 @@ def several_devices(text: str) -> str | None:
         if m:
             return m.group(0).strip()
     return None
-
-
-def mixed_capabilities(text: str) -> str | None:
-    """'compute capability 7.5 / 8.9' when the text's environment lists GPUs of different capabilities, or None."""
-    env = environment.parse(text)
-    return f"compute capability {' / '.join(env.compute_capabilities)}" if env.mixed_capabilities else None
 
 
 def rule_class(match: Match, text: str) -> tuple[str, str | None]:

@@ -1,9 +1,12 @@
 """How much a rule match weighs in the verdict, measured on the labeled traces.
 
-    python -m retriage.triage.calibrate [TRACES_DIR]     # default: the checkout's tests/data/traces; writes taxonomy/rule_precision.toml
+    .venv/bin/python -m bench.experiments.calibrate [TRACES_DIR]  # default: tests/data/traces
+
+writes taxonomy/rule_precision.toml. A developer tool (run from the checkout's root), not part of the package:
+the labeled traces live with the tests.
 
 For every labeled trace (manifest.toml, manifest_added.toml; never the held-out folder) the first matching rule's
-class (triage/verdict.rule_class) is compared with the trace's `expect_class`: per rule, how many traces it was
+class (triage/rule_class.py) is compared with the trace's `expect_class`: per rule, how many traces it was
 first on and how many of them it got right. Then the threshold: the precision from which a rule overrides the
 model is the one of 0.5 ... 1.0 (or never) that gives the most right classes over the same traces (ties: the
 higher threshold). Both go into taxonomy/rule_precision.toml, which triage/verdict.py reads.
@@ -17,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriage.core.output import write_text_atomic
-from retriage.core.rule_class import rule_class
 from retriage.core.rules import Match, default_rules
 from retriage.triage import logtext
+from retriage.triage.rule_class import rule_class
 from retriage.triage.verdict import PRECISION_FILE, Precision, decide
 
 MANIFESTS = ("manifest.toml", "manifest_added.toml")
-TRACES_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"  # the checkout's, wherever it runs
+TRACES_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces"  # the checkout's, wherever it runs
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.01)  # 1.01: rules never override
 MIN_TRACES = 2
 
@@ -98,7 +101,7 @@ def write(precision: Precision, scores: dict[float, float], model_accuracy: floa
     lines = [
         "# How often each known-fix rule's class was right when it was the first match on a labeled trace",
         "# (tests/data/traces manifests, expect_class), and the precision from which a rule decides the class",
-        "# instead of the model. Written by `python -m retriage.triage.calibrate`; read by triage/verdict.py.",
+        "# instead of the model. Written by `python -m bench.experiments.calibrate`; read by triage/verdict.py.",
         f"# {n} labeled traces; class accuracy of the model alone {model_accuracy:.3f}; with the verdict at each",
         "# threshold: " + ", ".join(f"{t:g}: {s:.3f}" for t, s in scores.items()) + " (1.01 = rules never decide).",
         "",

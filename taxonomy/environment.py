@@ -6,6 +6,9 @@ Read from what reporters paste: `nvidia-smi`'s table, vLLM's `collect_env` ("GPU
 "sglang: <version>"), llama.cpp's device list ("Device 0: <name>, compute capability 6.1"), engine start-up
 lines ("vLLM API server version", "TensorRT-LLM version") and vLLM's bf16 error ("Your Tesla T4 GPU has compute
 capability 7.5"). A GPU whose compute capability is not printed gets it from taxonomy/gpus.toml.
+
+Read by `classify` (triage/classify.py), the rules' class on mixed GPUs (triage/rule_class.py) and the labeling of
+stored issues (classifier/device_class.py); it sits here, beside the GPU table, so that all three may import it.
 """
 
 from __future__ import annotations
@@ -153,6 +156,12 @@ def parse(text: str) -> Environment:
     if m := _CUDA.search(text):
         env.cuda_version = m.group(1)
     return env
+
+
+def mixed_capabilities(text: str) -> str | None:
+    """'compute capability 7.5 / 8.9' when the text's environment lists GPUs of different capabilities, or None."""
+    env = parse(text)
+    return f"compute capability {' / '.join(env.compute_capabilities)}" if env.mixed_capabilities else None
 
 
 def asks_for_bf16(text: str) -> bool:
