@@ -274,3 +274,22 @@ def test_comment_and_post_never_carry_the_token(echo_server, tmp_path):
     failed = run_cli("comment", f"{REPO}#{oom}", "--base-url", echo_server.base_url, db=tmp_path / "d.duckdb",
                      env=_env(echo_server))
     assert failed.returncode == 1 and "403" in failed.stderr and not leaks(failed.stdout + failed.stderr)
+
+
+@pytest.mark.slow  # predict loads the real model
+def test_predict_to_a_full_disk_or_a_vanished_reader(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"repo": REPO, "number": n, "title": f"CUDA out of memory {n}",
+                                       "body": "torch.OutOfMemoryError", "state": "open",
+                                       "created_at": "2025-01-02T03:04:05Z"}) + "\n" for n in range(1, 401)))  # more than a pipe holds
+    with open("/dev/full", "w") as full:
+        proc = _raw_cli(["predict", "-i", str(src), "-o", "-"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "No space left on device" in proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "RETRIAGE_DB"}
+    env.update(HF_HUB_OFFLINE="1")
+    p = subprocess.Popen([sys.executable, "-m", "retriage.cli", "predict", "-i", str(src), "-o", "-"], env=env,
+                         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0 and json.loads(first)["number"] == 1 and err == ""
