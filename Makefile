@@ -33,6 +33,7 @@ test-fast: install
 bench: install
 	$(BIN)/python bench/label --limit 400
 	$(BIN)/python bench/classify
+	$(BIN)/python bench/traces
 	$(BIN)/python bench/report
 	$(BIN)/python bench/generalisation
 	$(BIN)/python bench/newest

@@ -303,9 +303,16 @@ def test_trtllm_log_shows_only_trtllm_advice_at_80_columns():
 @pytest.mark.parametrize("name, cls", [("holdout/torch_container_shm_plain_h2.txt", "RE.1"),
                                        ("vllm_container_shm_1.txt", "RE.3")])
 def test_dev_shm_class_and_fix_agree(name, cls):
-    """A plain /dev/shm error in a container is RE.1; under tensor parallel it is RE.3; the fix is --ipc=host."""
+    """A plain /dev/shm error in a container is RE.1; under tensor parallel it is RE.3; the fix is --ipc=host. The
+    rule's class is the answer when its measured precision reaches the bar (taxonomy/rule_precision.toml); below it
+    the model's class stands and the one-line reason names the rule's class and says its fix is worth checking."""
     out = classify_json(str(TRACES / name), "--similar", "0")
     assert out["fixes"][0]["tag"] == "ipc_host" and any("--ipc=host" in s for s in out["fixes"][0]["steps"])
-    assert out["re_class"] == cls
+    if out["class_source"] == "rule":
+        assert out["re_class"] == cls
+    else:
+        assert out["re_class"] == out["model_class"]["re_class"]
+        if out["re_class"] != cls:
+            assert f"suggests {cls}" in out["disagreement"] and "worth checking" in out["disagreement"]
     if out["model_class"]["re_class"] != cls:
         assert out["disagreement"] and "\n" not in out["disagreement"]

@@ -1,18 +1,22 @@
 """One verdict (triage/verdict.py): a rule with a high measured precision decides the class, the model does
-otherwise, and the answer says why when they differ. Real rules, real traces, the shipped precision file."""
+otherwise, and the answer says why when they differ. Real rules, real traces, the shipped precision file, whose
+counts come from train-side traces only."""
 
 from __future__ import annotations
 
+import math
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retriage.core.rules import Match, load_rules, match_rules
 from retriage.triage import logtext
 from retriage.triage.rule_class import rule_class, several_devices
-from retriage.triage.verdict import PRECISION_FILE, Precision, decide, load_precision
+from retriage.triage.verdict import PRECISION_FILE, Precision, decide, load_precision, smoothed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # bench/experiments is not part of the package: imported from the checkout
@@ -28,22 +32,61 @@ def first_match(name: str, folder: Path = TRACES, engine: str | None = None) -> 
     return match_rules(log.lines, engine)[0], log.raw
 
 
-def test_precision_file_matches_the_labeled_traces():
-    """The counts in taxonomy/rule_precision.toml are those of the current rules over the labeled manifests:
-    a rule or a label changed since calibration makes this fail (rerun `python -m bench.experiments.calibrate`)."""
+def test_precision_file_matches_the_calibration_traces():
+    """The counts in taxonomy/rule_precision.toml are those of the current rules over the calibration traces (the
+    trace benchmark's train side and the hand-picked traces no test side holds): a rule, a label or a trace changed
+    since calibration makes this fail (rerun `python -m bench.experiments.calibrate`)."""
     shipped = load_precision(PRECISION_FILE)
-    counts: dict[str, list[int]] = {}
-    for e in calibrate.labeled(TRACES):
-        log = logtext.parse((TRACES / e["file"]).read_bytes())
-        found = match_rules(log.lines, e["engine"] or None)
-        if not found:
-            continue
-        # classify detects the engine itself; the manifests' engine is the detected one (test_classify_cli)
-        c = counts.setdefault(found[0].rule.id, [0, 0])
-        c[0] += rule_class(found[0], log.raw)[0] == e["expect_class"]
-        c[1] += 1
-    assert {k: tuple(v) for k, v in counts.items()} == shipped.counts
+    ans = calibrate.answers(calibrate.inputs(), with_model=())  # the counts need no model
+    assert calibrate.rule_counts(ans) == shipped.counts
     assert shipped.threshold in calibrate.THRESHOLDS and shipped.min_traces >= 2
+    with open(PRECISION_FILE, "rb") as f:
+        stored = tomllib.load(f)["rules"]
+    for rid, (right, n) in shipped.counts.items():
+        assert stored[rid]["precision"] == round(smoothed(right, n), 3) < 1
+
+
+def test_calibration_inputs_hold_no_test_side_trace():
+    """No trace of a test side (issues created on or after the cut-off, every TensorRT-LLM issue) is a calibration
+    input: neither a benchmark trace nor a hand-picked trace cut from such an issue."""
+    bench = calibrate.read_bench()
+    test_side = calibrate.test_side_sources(bench)
+    assert {r["html_url"] for r in bench if r["split"] in calibrate.TEST_SIDES} <= test_side
+    items = calibrate.inputs()
+    assert items and not {i.key for i in items} & test_side and not {i.source for i in items} & test_side
+    assert {i.key for i in items if i.origin == "bench"} == {r["html_url"] for r in bench if r["split"] == "train"}
+    assert not [i.key for i in items if i.origin == "fixture" and "TensorRT-LLM" in i.source]
+    # and on made-up records: a test-side trace offered as input is refused
+    fake = [{"html_url": "https://github.com/vllm-project/vllm/issues/1", "split": "train", "re_class": "none",
+             "text": "ValueError: a"},
+            {"html_url": "https://github.com/vllm-project/vllm/issues/2", "split": "test_time", "re_class": "RE.1",
+             "text": "torch.OutOfMemoryError: CUDA out of memory."},
+            {"html_url": "https://github.com/NVIDIA/TensorRT-LLM/issues/3", "split": "test_trtllm", "re_class": "RE.3",
+             "text": "NCCL error"}]
+    entries = [{"file": "vllm_container_shm_1.txt", "source": "https://github.com/vllm-project/vllm/issues/2",
+                "engine": "vllm", "expect_class": "RE.3"},
+               {"file": "trtllm_oom_engine_build.txt", "source": "https://github.com/NVIDIA/TensorRT-LLM/issues/346",
+                "engine": "trtllm", "expect_class": "RE.1"},
+               {"file": "vllm_maxlen_kv_1.txt", "source": "https://github.com/vllm-project/vllm/issues/10517",
+                "engine": "vllm", "expect_class": "RE.1"}]
+    keys = [i.key for i in calibrate.inputs(TRACES, fake, entries)]
+    assert keys == ["https://github.com/vllm-project/vllm/issues/1", "vllm_maxlen_kv_1.txt"]
+
+
+@given(st.integers(0, 10**6), st.integers(0, 10**6))
+@settings(max_examples=200, deadline=None)
+def test_verdict_confidence_is_never_one(right, wrong):
+    """A rule right on every one of a million traces still decides with a confidence below 1."""
+    m, raw = first_match("holdout/torch_container_shm_plain_h2.txt")
+    v = decide([m], "RE.1", 0.5, False, raw, precision=Precision(0.5, 2, {m.rule.id: (right, right + wrong)}))
+    assert 0 < v.confidence < 1
+    if v.source == "rule":
+        assert v.confidence == math.floor(smoothed(right, right + wrong) * 100 + 1e-9) / 100
+
+
+def test_shipped_precisions_are_below_one():
+    shipped = load_precision(PRECISION_FILE)
+    assert shipped.counts and all(shipped.precision(rid) < 1 for rid in shipped.counts)
 
 
 def test_a_trusted_rule_decides_and_says_why_in_one_line():
@@ -108,14 +151,20 @@ def test_mixed_gpus_are_named_when_the_class_is_not_multi_device():
 
 
 def test_calibration_picks_the_threshold_with_the_most_right_classes():
-    """On hand-made answers: a rule right on 3 of 4 traces helps where the model is wrong."""
+    """On hand-made answers: a rule right on 3 of 4 traces helps where the model is wrong. Each trace is judged
+    with the rule's counts taken without it: 2 of 3 (precision 0.6) on the three it got right, 3 of 3 (0.8) on the
+    one it got wrong; so 0.6 is the highest threshold with the most right classes."""
     rule = RULES["cuda-oom-runtime"]
     ans = [calibrate.Answer(f"t{i}", "RE.1", rule.id, "RE.1", "none", 0.6, False, "") for i in range(3)]
     ans.append(calibrate.Answer("t3", "none", rule.id, "RE.1", "none", 0.6, False, ""))
     precision, scores = calibrate.calibrate(ans)
     assert precision.counts == {rule.id: (3, 4)}
-    assert scores[0.7] == 0.75 and scores[1.01] == 0.25
-    assert precision.threshold == 0.7  # highest threshold among the best
+    assert scores[0.6] == 0.75 and scores[0.8] == 0.0 and scores[1.0] == 0.25
+    assert precision.threshold == 0.6
+    # hand-picked traces count towards the precision but do not choose the threshold
+    fixture = calibrate.Answer("f", "RE.1", rule.id, "RE.1", None, 0.0, False, "", "fixture")
+    precision, scores2 = calibrate.calibrate(ans + [fixture])
+    assert precision.counts == {rule.id: (4, 5)} and set(scores2) == set(calibrate.THRESHOLDS)
 
 
 @pytest.mark.parametrize("name", ["manifest.toml", "manifest_added.toml"])

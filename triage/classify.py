@@ -3,9 +3,10 @@ flags, the evidence lines, and similar past issues.
 
 The component comes from the embedding classifier, whose features include the rule matches; the first
 matching rule gives the fix. The class is one verdict (triage/verdict.py): the first rule's when that rule's
-class was right often enough on the labeled traces, else the model's; when they differ the answer says why in
-one line. The environment block (GPU models, compute capabilities, versions: taxonomy/environment.py) is shown
-and used: mixed GPUs are RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix.
+class was right often enough on the labeled traces (its measured precision at the bar), else the model's, and
+then the rule's fix is only worth checking; when they differ the answer says why in one line. The environment
+block (GPU models, compute capabilities, versions: taxonomy/environment.py) is shown and used: mixed GPUs are
+RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix.
 
 Two ways to the class: the fast path (static MiniLM features read by a head distilled from the model,
 classifier/fast_path.py: a few milliseconds) answers when it is clearly on one side of the model's decision
@@ -56,6 +57,7 @@ class TriageResult:
     class_rule: dict | None = None  # that rule: {"id", "right", "traces"} on the labeled traces
     model_class: dict = field(default_factory=dict)  # the model's own answer: {"re_class", "re_confidence"}
     environment: dict | None = None  # GPUs, compute capabilities, versions found in the log
+    fix_worth_checking: bool = False  # the first rule is below the precision bar: its fix is worth checking only
 
     def to_json(self) -> dict:
         """The documented --json shape (README, "classify")."""
@@ -202,5 +204,5 @@ class Triage:
             exception=exc, frames=log.frames, disagreement=verdict.reason, notes=notes,
             model_version=self.model.version, fast_path=fast, class_source=verdict.source, class_rule=verdict.rule,
             model_class={"re_class": pred.re_class, "re_confidence": pred.re_confidence},
-            environment=env.to_json(),
+            environment=env.to_json(), fix_worth_checking=verdict.worth_checking,
         )

@@ -38,7 +38,8 @@ def _class_line(r) -> Text:
     t.append(r.re_class, style="bold")
     if r.class_source == "rule" and r.class_rule:
         cr = r.class_rule
-        t.append(f" (rule {cr['id']}: right on {cr['right']} of {cr['traces']} labeled traces)")
+        t.append(f" (rule {cr['id']}: precision {r.re_confidence:.2f}, right on {cr['right']} of {cr['traces']} "
+                 "labeled traces)")
         mc = r.model_class or {}
         if mc:
             t.append(f"; model alone: {mc['re_class']} ({mc['re_confidence']:.2f})", style="dim")
@@ -94,7 +95,9 @@ def triage_panel(r) -> Group:
     if r.fixes:
         for i, f in enumerate(r.fixes):
             t = Text()
-            t.append(f"\n{'fix' if i == 0 else 'also matches'}: {f['title']}", style="bold green" if i == 0 else "green")
+            first = "fix worth checking" if getattr(r, "fix_worth_checking", False) else "fix"
+            t.append(f"\n{first if i == 0 else 'also matches'}: {f['title']}",
+                     style="bold green" if i == 0 else "green")
             t.append(f"  [{f['tag']} · rule {f['id']}]", style="dim")
             parts.append(t)
             if i == 0:
