@@ -154,7 +154,7 @@ class Triage:
     def run(self, data: bytes | str, engine: str | None = None, con=None, similar: int = 5) -> TriageResult:
         """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
         log = logtext.parse(data)
-        guess = engine_detect.detect(log.text, engine)
+        guess = engine_detect.detect(log.raw, engine)  # as pasted: worker prefixes (Worker_TP0, TP0) are engine signals
         every_match = match_rules(log.lines)  # once: the features read them too, through the document
         matches = [m for m in every_match if applies_to(m.rule, guess.engine)]
         title = log.lines[log.exception_line] if log.exception_line is not None else (

@@ -28,12 +28,21 @@ def detect(text: str, override: str | None = None) -> EngineGuess:
         if e is None:
             raise UsageError(f"unknown engine {override!r}: use one of {', '.join(x.id for x in engines())}")
         return EngineGuess(e.id, "--engine given")
+    return best_guess(text, _compiled())
+
+
+def best_guess(text: str, compiled) -> EngineGuess:
+    """The engine whose signals (compiled as `_compiled()` gives them) appear on the most lines of `text`.
+
+    Worker prefixes ("(Worker_TP0 pid=1)", "(RayWorkerWrapper pid=1, ip=..)", "[2025-01-01 10:00:00 TP0]") are
+    signals too, but triage/logtext.py strips them from LogText.lines: give the log as pasted (LogText.raw) for
+    them to count."""
     # Score = how many lines carry the engine's signals (then how many distinct signals). Counting distinct
     # signals alone misread SGLang tracebacks that pass through vLLM layers (SGLang imports them) as vLLM:
     # two vLLM signals in a few frames outnumbered the one SGLang signal found in dozens of frames.
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
     best: tuple[tuple[int, int], Engine | None, list[str]] = ((0, 0), None, [])
-    for e, sigs in _compiled():
+    for e, sigs in compiled:
         found, lines = [], set()
         for _, rx in sigs:
             first = None
