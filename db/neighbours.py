@@ -1,4 +1,5 @@
-"""Similar issues for a process that asks many times (`retriage classify`, a notebook, a service).
+"""The cosines of similar issues (db/similar.py) for a process that asks many times (a `Triage` object held by a
+notebook or a service; the `classify` command asks DuckDB once instead).
 
 The issues' stored vectors (`issue_embeddings` joined with `embeddings`), with the few fields shown beside a
 similar issue, are read from DuckDB once per connection and model into numpy; each question is then one
@@ -37,26 +38,6 @@ class NeighbourIndex:
         self._keys: list[tuple[str, int]] = []
         self._columns: dict = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._memo: dict = {}
-
-    def stable(self, con, model: str) -> bool:
-        """Whether nothing can change under what is held: the vectors were read through this read-only
-        connection for this model (answers kept by `memo` stay right). Runs no query: a question reads the
-        vectors through `all_scores` or `search`, which refresh them."""
-        return (self._read_only and self._con is not None and self._con() is con and self._model == model)
-
-    def memo(self, con, model: str, name: str, compute, owner=None):
-        """`compute()` remembered while `stable` (nothing can change); otherwise computed each time. `owner`:
-        an object the answer belongs to (compared by identity), e.g. the lexical index it maps onto."""
-        if not self.stable(con, model):
-            return compute()
-        held = self._memo.get(name)
-        if held is not None and held[0] is owner:
-            return held[1]
-        value = compute()
-        if value is not None:
-            self._memo[name] = (owner, value)
-        return value
 
     def _count(self, con, model: str) -> int:
         return con.execute("SELECT count(*) FROM issue_embeddings WHERE model = ?", [model]).fetchone()[0]
@@ -69,7 +50,6 @@ class NeighbourIndex:
             if not ok.all():
                 cols = {f: cols[f][ok] for f in (*_FIELDS, "vector")}
                 m = m[ok]
-        self._memo = {}
         self._columns = {f: cols[f] for f in _FIELDS}
         self._keys = list(zip(cols["repo"].tolist(), cols["number"].tolist()))
         if self._keys:
@@ -105,14 +85,6 @@ class NeighbourIndex:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((top, -scores[top]))]  # by score, ties in stored order
         return [dict(self._row(i), score=float(scores[i])) for i in top if self._keys[i] != exclude][:limit]
-
-    def all_scores(self, con, vector: np.ndarray, model: str) -> tuple[list[tuple[str, int]], np.ndarray]:
-        """Every stored issue's key and cosine with `vector`, in stored order (for hybrid retrieval)."""
-        self._refresh(con, model)
-        if not self._keys:
-            return [], np.zeros(0, dtype=np.float32)
-        v = np.asarray(vector, dtype=np.float32)
-        return self._keys, self._matrix @ (v / max(float(np.linalg.norm(v)), 1e-12))
 
     def _row(self, i: int) -> dict:
         out = {}

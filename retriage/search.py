@@ -1,4 +1,4 @@
-"""`retriage search QUERY`: full-text BM25 over titles, bodies and comments (db/lexical, kind `search`) combined
+"""`retriage search QUERY`: full-text BM25 over titles, bodies and comments (db/lexical) combined
 with the MiniLM cosine of the query and each issue's stored vector, ranked, with the filters of `retriage list`.
 
     score = W_TEXT * share + (1 - W_TEXT) * cosine,   share = min(1, bm25 / ceiling)
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from retriage.core.errors import UserError
-from retriage.db import lexical, similar
+from retriage.db import lexical
 from retriage.lister import ListFilter, list_issues
 
 W_TEXT = 0.7
@@ -32,6 +32,21 @@ def query_vector(text: str):
     return get_embedder("numpy").encode([text])[0]
 
 
+def cosines_by_row(con, lex: lexical.LexicalIndex, vector, model: str) -> np.ndarray:
+    """The cosine of `vector` with every issue of the index `lex`, in its row order (0 for an issue without a
+    stored vector), computed by DuckDB in one query."""
+    cols = con.execute("""
+        SELECT ie.repo, ie.number, array_cosine_similarity(e.vector, $vec::FLOAT[384]) AS score
+        FROM issue_embeddings ie JOIN embeddings e ON e.text_hash = ie.text_hash AND e.model = ie.model
+        WHERE ie.model = $model""", {"vec": [float(x) for x in vector], "model": model}).fetchnumpy()
+    out = np.zeros(len(lex), dtype=np.float32)
+    if len(cols["number"]):
+        rows = lex.rows_of(cols["repo"].astype(str), cols["number"].astype(np.int64))
+        ok = rows >= 0
+        out[rows[ok]] = np.nan_to_num(np.asarray(cols["score"], dtype=np.float32)[ok])
+    return out
+
+
 def search(con, query: str, f: ListFilter, model_version: str | None, vector=None) -> list[dict]:
     """The issues that match `query` and the filters, best first, at most `f.limit`: the `list` columns and
     `score` (0-1), `text_match` (the BM25 share) and `cosine`."""
@@ -45,11 +60,11 @@ def search(con, query: str, f: ListFilter, model_version: str | None, vector=Non
     rows = list_issues(con, ListFilter(**{**f.__dict__, "limit": 100000, "sort": "number"}), model_version)
     if not rows:  # (the filters were checked by list_issues, with the limit the caller gave)
         return []
-    lex = lexical.load(con, "search")
+    lex = lexical.load(con)
     bm, ceiling = lex.score(query)
     share = np.minimum(1.0, bm / ceiling) if ceiling > 0 else np.zeros(len(lex), dtype=np.float32)
     vec = query_vector(query) if vector is None else vector
-    cos = similar.cosines_by_row(con, lex, vec, current_model_name())
+    cos = cosines_by_row(con, lex, vec, current_model_name())
     score = W_TEXT * share + (1 - W_TEXT) * cos
     every_term = lex.coverage(query) >= 0.999
     out = []

@@ -18,6 +18,7 @@ from retriage.classifier.static_embed import check_table, load_table, save_table
 from retriage.db import writes
 from retriage.db.neighbours import NeighbourIndex
 from retriage.db.queries import similar_to_vector
+from retriage.db.similar import similar_issues
 from retriage.db.store import connect, transaction
 
 MODEL = "all-MiniLM-L6-v2"
@@ -225,6 +226,9 @@ def test_similar_issues_skip_non_finite_vectors(vector_db):
     assert [r["number"] for r in via_sql] == [r["number"] for r in via_index] == [1, 2]
     assert all(math.isfinite(r["score"]) for r in via_sql + via_index)
     assert similar_to_vector(con, np.full(384, np.nan), MODEL) == []
+    for index in (None, NeighbourIndex()):  # what show and classify list, either way the cosines are computed
+        assert [r["number"] for r in similar_issues(con, q, MODEL, limit=10, index=index, floor=-1.0)] == [1, 2]
+        assert similar_issues(con, np.full(384, np.nan), MODEL, index=index, floor=-1.0) == []
 
 
 def test_the_cache_leaves_out_broken_vectors_so_they_are_embedded_again(vector_db):

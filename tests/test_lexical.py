@@ -1,5 +1,5 @@
-"""The lexical layer: code-aware tokens, BM25 checked against bm25s, the cached index over a real DuckDB file
-(keyed by its content, rebuilt from the counts of unchanged issues)."""
+"""The lexical layer: code-aware tokens, BM25 checked against bm25s, the cached index of `search` over a real
+DuckDB file (keyed by its content, rebuilt from the counts of unchanged issues, built again when damaged)."""
 
 from __future__ import annotations
 
@@ -81,18 +81,18 @@ def small_db(tmp_path, monkeypatch):
 
 def test_index_is_cached_by_content_and_rebuilt_from_unchanged_counts(small_db, tmp_path):
     con, records = small_db
-    idx, cost = lexical.build(con, "search")
+    idx, cost = lexical.build(con)
     assert cost["tokenised"] == len(idx) == 120 and cost["reused"] == 0
-    again = lexical.load(con, "search", build_missing=False)
+    again = lexical.load(con, build_missing=False)
     assert again is not None and len(again) == 120  # loaded, not rebuilt
-    before = lexical.fingerprint(con, "search")
+    before = lexical.fingerprint(con)
     r = dict(records[0], body=(records[0]["body"] or "") + "\nzyxwvut appears now", updated_at="2030-01-01T00:00:00Z")
     src = tmp_path / "changed.jsonl"
     src.write_text(json.dumps(r) + "\n", encoding="utf-8")
     import_files(con, [src])
-    assert lexical.fingerprint(con, "search") != before
-    assert lexical.load(con, "search", build_missing=False) is None  # the old index does not answer for new text
-    idx2, cost2 = lexical.build(con, "search")
+    assert lexical.fingerprint(con) != before
+    assert lexical.load(con, build_missing=False) is None  # the old index does not answer for new text
+    idx2, cost2 = lexical.build(con)
     assert cost2["tokenised"] == 1 and cost2["reused"] == 119
     scores, _ = idx2.score("zyxwvut")
     assert scores.argmax() == idx2.row(r["repo"], int(r["number"])) and (scores > 0).sum() == 1
@@ -100,8 +100,31 @@ def test_index_is_cached_by_content_and_rebuilt_from_unchanged_counts(small_db, 
     import shutil
 
     shutil.rmtree(tmp_path / "cache")
-    fresh, _ = lexical.build(con, "search")
+    fresh, _ = lexical.build(con)
     np.testing.assert_allclose(fresh.score("cuda memory error")[0], idx2.score("cuda memory error")[0], rtol=1e-6)
+
+
+def test_a_damaged_index_is_built_again_and_old_kinds_are_cleared(small_db, tmp_path):
+    con, records = small_db
+    idx, _ = lexical.build(con)
+    want = idx.score("cuda memory error")[0]
+    root = tmp_path / "cache" / "lexical"
+    stale = [root / "similar-t5-120-0123456789abcdef", root / "fingerprints"]  # what earlier versions kept here
+    for p in stale:
+        p.mkdir()
+        (p / "x.json").write_text("{}")
+    (root / lexical.fingerprint(con) / "post_score.npy").write_bytes(b"\x93NUMPY garbage")
+    again = lexical.load(con)
+    np.testing.assert_allclose(again.score("cuda memory error")[0], want, rtol=1e-6)
+    assert lexical.load(con, build_missing=False) is not None  # the damaged folder was replaced, not kept
+    assert not any(p.exists() for p in stale)
+    (root / lexical.fingerprint(con) / "stamp.npy").write_bytes(b"")  # its counts cannot be reused
+    r = dict(records[0], title="changed", updated_at="2030-01-01T00:00:00Z")
+    src = tmp_path / "changed.jsonl"
+    src.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    import_files(con, [src])
+    _, cost = lexical.build(con)
+    assert cost["tokenised"] == len(again) and cost["reused"] == 0
 
 
 def test_coverage_counts_the_query_terms_present():
