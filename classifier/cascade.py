@@ -7,9 +7,9 @@ Two passes over the pending issues, both spread over worker processes (one BLAS 
    features pooled and the fast answer gated. Answers whose gate is open are stored at once: the class and
    component of the fast head (with the nearest labeled issues' votes, found by its estimate of the issue's
    vote vector), the known fixes of the matching rules (the fix head reads the MiniLM views, so
-   its tag is left out on the fast path), and as the issue's vector for similar issues the fast head's estimate
-   of its first view's MiniLM vector, cached under a hash of its own (`estimate_hash`) so that it never stands
-   for a real embedding of a text.
+   its tag is left out on the fast path), both settled by classifier/decision.py, and as the issue's vector for
+   similar issues the fast head's estimate of its first view's MiniLM vector, cached under a hash of its own
+   (`estimate_hash`) so that it never stands for a real embedding of a text.
 2. *embed*: the issues whose gate is closed get their three views embedded (the numpy MiniLM, through the
    database's embedding cache) and the full model's answer, exactly as `label --exact` gives it.
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from retriage.classifier import EMBEDDING_MODEL
 from retriage.classifier import device_class
+from retriage.classifier.decision import FAST, FULL, decide, prediction_row
 from retriage.classifier.embed import text_hash
 from retriage.classifier.features import VIEW_FIELDS
 from retriage.classifier.model import IssueClassifier
@@ -92,9 +93,9 @@ class Reader:
         gate = self.head.confident(*self.model.probabilities(z_re, z_comp, [vote]))
         fixes, device = [], []
         for (repo, _, _, body), x in zip(part, v):
-            engine = engine_for_repo(repo)
-            fixes.append(x.fixes(engine.id if engine else None))
-            device.append(device_class.mixed_gpu_class(x, body, engine.id if engine else None))
+            engine = _engine(repo)
+            fixes.append(x.fixes(engine))
+            device.append(device_class.mixed_gpu_class(x, body, engine))
         texts = [None if g else tuple(getattr(x, f) for f in VIEW_FIELDS) for g, x in zip(gate, v)]
         return Reading([(r, n) for r, n, _, _ in part], gate, z_re, z_comp, lex_re, lex_comp, lex_fix,
                        self.head.first_view_vector(avgs), [estimate_hash(x.full) for x in v], vote, fixes, texts,
@@ -201,6 +202,11 @@ def _now():
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def _engine(repo: str) -> str | None:
+    engine = engine_for_repo(repo)
+    return engine.id if engine else None
+
+
 def _store_fast(con, model: IssueClassifier, r: Reading) -> None:
     idx = np.flatnonzero(r.gate)
     if not len(idx):
@@ -210,9 +216,8 @@ def _store_fast(con, model: IssueClassifier, r: Reading) -> None:
     rows, vectors, links = [], {}, []
     for i, p in zip(idx, preds):
         repo, number = r.keys[i]
-        device_class.apply(p, r.device_classes[i])
-        rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,
-                     r.rule_fixes[i], model.version, now))
+        d = decide(p, r.rule_fixes[i], _engine(repo), r.device_classes[i], model.version, FAST)
+        rows.append(prediction_row(repo, number, p, d, model.version, now))
         h = r.estimate_keys[i]
         vectors[h] = r.estimate[i]
         links.append((repo, number, EMBEDDING_MODEL, h))
@@ -254,14 +259,8 @@ def _store_full(con, model: IssueClassifier, group: list[tuple[Reading, int]], v
     rows, links = [], []
     for (r, i), p in zip(group, preds):
         repo, number = r.keys[i]
-        device_class.apply(p, r.device_classes[i])
-        fixes = list(r.rule_fixes[i])
-        engine = engine_for_repo(repo)
-        tag, _ = p.fix_for(engine.id if engine else None)
-        if tag != "none" and tag not in fixes:
-            fixes.append(tag)
-        rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence, p.abstained,
-                     fixes, model.version, now))
+        d = decide(p, r.rule_fixes[i], _engine(repo), r.device_classes[i], model.version, FULL)
+        rows.append(prediction_row(repo, number, p, d, model.version, now))
         links.append((repo, number, EMBEDDING_MODEL, text_hash(r.texts[i][0])))
     with transaction(con):
         writes.save_embeddings(con, new, EMBEDDING_MODEL)

@@ -14,11 +14,11 @@ from typing import Callable
 
 import duckdb
 
-from retriage.classifier import EMBEDDING_MODEL, device_class
+from retriage.classifier import EMBEDDING_MODEL
+from retriage.classifier.decision import decide_issue, prediction_row
 from retriage.classifier.embed import Embedder, get_embedder, text_hash
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
-from retriage.classifier.predict import fixes_for
 from retriage.classifier.embedding_cache import embed_views
 from retriage.db import writes
 from retriage.db.store import transaction
@@ -85,10 +85,8 @@ def label_database(con, model: IssueClassifier | None = None,
         rows = []
         for (repo, number, _, body), x, p in zip(part, v, preds):
             engine = engine_for_repo(repo)
-            device_class.apply(p, device_class.mixed_gpu_class(x, body, engine.id if engine else None))
-            fixes = fixes_for(x, engine.id if engine else None, p)
-            rows.append((repo, number, p.re_class, p.component, p.re_confidence, p.component_confidence,
-                         p.abstained, fixes, version, now))
+            rows.append(prediction_row(repo, number, p, decide_issue(x, body, engine.id if engine else None, p,
+                                                                     version), version, now))
         with transaction(con):
             writes.save_predictions(con, rows)
             writes.save_issue_embeddings(con, [(repo, number, EMBEDDING_MODEL, text_hash(x.full))

@@ -4,8 +4,8 @@
 `predict_file` is the stable batch contract of `retriage predict`: issue objects in, one line per input issue
 out, {"repo", "number", "re_class", "re_confidence", "component", "component_confidence", "known_fixes": [tags],
 "abstained": bool}; `re_class` is always one of the classes (the best guess, also when abstaining); the output
-is written whole or not at all. As for `label`, a rule's class for mixed GPUs (classifier/device_class.py) stands
-over the model's where it applies."""
+is written whole or not at all. Class, abstention and fixes are the one decision `label` stores and `show` shows
+(classifier/decision.py: a rule's class for mixed GPUs, the rules' and the fix head's fixes, class and fix agreeing)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 import duckdb
 
-from retriage.classifier import device_class
+from retriage.classifier.decision import decide_issue, merged_fixes
 from retriage.classifier.features import Views, views
 from retriage.classifier.model import IssueClassifier, Prediction
 from retriage.classifier.embed import Embedder
@@ -25,11 +25,7 @@ from retriage.taxonomy import engine_for_repo
 
 def fixes_for(doc: Views, engine: str | None, prediction: Prediction | None) -> list[str]:
     """Known-fix tags of an issue: the matching rules' (in priority order), then the fix head's tag."""
-    tags = doc.fixes(engine)
-    tag = prediction.fix_for(engine)[0] if prediction is not None else "none"
-    if tag != "none" and tag not in tags:
-        tags.append(tag)
-    return tags
+    return merged_fixes(doc.fixes(engine), prediction.fix_for(engine)[0] if prediction is not None else "none")
 
 
 def predict_views(v: list[Views], model: IssueClassifier | None = None,
@@ -44,18 +40,19 @@ def predict_views(v: list[Views], model: IssueClassifier | None = None,
 
 def predict_records(rows: list[dict], model: IssueClassifier | None = None) -> list[dict]:
     """The batch contract's output lines for issue rows (db.records shape), in input order."""
+    model = model or IssueClassifier.load()
     v = [views(r["title"], r["body"]) for r in rows]
     preds = predict_views(v, model)
     out = []
     for r, x, p in zip(rows, v, preds):
         engine = engine_for_repo(r["repo"])
-        device_class.apply(p, device_class.mixed_gpu_class(x, r["body"], engine.id if engine else None))
+        d = decide_issue(x, r["body"], engine.id if engine else None, p, model.version)
         out.append({
             "repo": r["repo"], "number": r["number"],
-            "re_class": p.re_class, "re_confidence": p.re_confidence,
+            "re_class": d.re_class, "re_confidence": p.re_confidence,
             "component": p.component, "component_confidence": p.component_confidence,
-            "known_fixes": fixes_for(x, engine.id if engine else None, p),
-            "abstained": p.abstained,
+            "known_fixes": d.known_fixes,
+            "abstained": d.abstained,
         })
     return out
 

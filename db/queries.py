@@ -19,13 +19,28 @@ def get_issue(con: duckdb.DuckDBPyConnection, repo: str, number: int) -> dict | 
 
 
 def latest_prediction(con, repo: str, number: int, model_version: str | None = None) -> dict | None:
-    sql = "SELECT * FROM predictions WHERE repo = ? AND number = ?"
+    """The newest prediction of the issue (of `model_version`, if given), with `made_by` and `note`: how it was
+    made (None when not recorded: stored before schema version 4, or by a script)."""
+    sql = f"""SELECT p.*, v.made_by, v.note FROM predictions p LEFT JOIN {provenance(con)} v
+              ON v.repo = p.repo AND v.number = p.number AND v.model_version = p.model_version
+                 AND v.labeled_at = p.labeled_at
+              WHERE p.repo = ? AND p.number = ?"""
     params: list = [repo, number]
     if model_version:
-        sql += " AND model_version = ?"
+        sql += " AND p.model_version = ?"
         params.append(model_version)
-    rows = _rows(con, sql + " ORDER BY labeled_at DESC LIMIT 1", params)
+    rows = _rows(con, sql + " ORDER BY p.labeled_at DESC LIMIT 1", params)
     return rows[0] if rows else None
+
+
+def provenance(con) -> str:
+    """The prediction_provenance table (db/migrations/004_prediction_provenance.sql), or an empty stand-in on a
+    database of an older schema opened read-only (readers do not migrate)."""
+    if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'prediction_provenance'"
+                   ).fetchone()[0]:
+        return "prediction_provenance"
+    return ("(SELECT NULL::TEXT AS repo, NULL::INTEGER AS number, NULL::TEXT AS model_version, "
+            "NULL::TIMESTAMP AS labeled_at, NULL::TEXT AS made_by, NULL::TEXT AS note WHERE false)")
 
 
 def gold_label(con, repo: str, number: int) -> dict | None:
@@ -138,7 +153,7 @@ def issue_vector(con, repo: str, number: int, model: str):
 LIST_SORTS = {"created": "i.created_at DESC", "updated": "i.updated_at DESC", "oldest": "i.created_at ASC",
               "confidence": "p.confidence DESC", "number": "i.repo, i.number"}
 LIST_COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component",
-                "confidence", "abstained", "known_fixes", "html_url", "corrected")
+                "confidence", "abstained", "known_fixes", "html_url", "corrected", "made_by", "note")
 
 
 def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos: list[str] | None = None,
@@ -147,7 +162,9 @@ def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos
                 sort: str = "created", limit: int = 20) -> list[dict]:
     """Issues (not pull requests) with this model's prediction, filtered; `until` is an inclusive day,
     `unsure` True keeps only abstentions, False only confident answers. Newest first by default. A correction
-    (`retriage relabel`) replaces the prediction's class, component and fixes (`corrected` true; never unsure)."""
+    (`retriage relabel`) replaces the prediction's class, component and fixes (`corrected` true; never unsure, no
+    `note`). `made_by` and `note`: how the prediction was made, and why a resource fix is missing or to be checked
+    beside the class none (prediction_provenance; NULL where not recorded)."""
     conditions = {  # parameter -> (condition, value); a condition counts when its value is not None
         "cls": ("p.re_class = $cls", re_class), "comp": ("p.component = $comp", component),
         "state": ("i.state = $state", state), "repos": ("list_contains($repos, i.repo)", repos or None),
@@ -159,14 +176,16 @@ def list_issues(con: duckdb.DuckDBPyConnection, model_version: str | None, repos
                         p.abstained AND c.repo IS NULL AS abstained,
                         CASE WHEN c.repo IS NULL THEN p.known_fixes WHEN c.known_fix = 'none' THEN []::TEXT[]
                              ELSE [c.known_fix] END AS known_fixes,
-                        c.repo IS NOT NULL AS corrected
+                        c.repo IS NOT NULL AS corrected, v.made_by, CASE WHEN c.repo IS NULL THEN v.note END AS note
                      FROM predictions p LEFT JOIN {latest_corrections(con)} c ON c.repo = p.repo AND c.number = p.number
+                     LEFT JOIN {provenance(con)} v ON v.repo = p.repo AND v.number = p.number
+                          AND v.model_version = p.model_version AND v.labeled_at = p.labeled_at
                      WHERE p.model_version = $mv)"""
     where = ["NOT i.is_pull_request"] + [c for c, v in conditions.values() if v is not None]
     params = {"mv": model_version, "limit": limit} | {k: v for k, (_, v) in conditions.items() if v is not None}
     return _rows(con, f"""
         SELECT i.repo, i.number, i.title, i.state, i.created_at, i.updated_at, p.re_class, p.component,
-               p.confidence, p.abstained, p.known_fixes, i.html_url, p.corrected
+               p.confidence, p.abstained, p.known_fixes, i.html_url, p.corrected, p.made_by, p.note
         FROM issues i JOIN {corrected} p ON p.repo = i.repo AND p.number = i.number
         WHERE {' AND '.join(where)}
         ORDER BY {LIST_SORTS[sort]}, i.repo, i.number

@@ -16,6 +16,7 @@ from retriage.db.records import COMMENT_COLUMNS, COMMENT_TYPES, ISSUE_COLUMNS, I
 
 PREDICTION_COLUMNS = ("repo", "number", "re_class", "component", "confidence", "component_confidence",
                       "abstained", "known_fixes", "model_version", "labeled_at")
+PROVENANCE_COLUMNS = ("repo", "number", "model_version", "labeled_at", "made_by", "note")  # prediction_provenance
 VECTOR_DIM = 384  # the embeddings table's FLOAT[384] (db/migrations/001_init.sql)
 
 def _stage(con: duckdb.DuckDBPyConnection, name: str, columns: Sequence[str], types: dict, rows: list[dict]) -> None:
@@ -106,6 +107,7 @@ def save_gold_labels(con: duckdb.DuckDBPyConnection, labels: list[dict]) -> int:
 
 
 PREDICTION_TYPES = ("TEXT", "INTEGER", "TEXT", "TEXT", "DOUBLE", "DOUBLE", "BOOLEAN", "TEXT[]", "TEXT", "TIMESTAMP")
+PROVENANCE_TYPES = ("TEXT", "INTEGER", "TEXT", "TIMESTAMP", "TEXT", "TEXT")
 
 
 def _insert_columns(con, table: str, columns: Sequence[str], types: Sequence[str], rows: list[tuple]) -> None:
@@ -117,13 +119,18 @@ def _insert_columns(con, table: str, columns: Sequence[str], types: Sequence[str
 
 
 def save_predictions(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
-    """Rows in PREDICTION_COLUMNS order; one prediction per issue and model version. A NaN or infinite
-    confidence is refused (ValueError): it means the vectors behind it were broken."""
+    """Rows in PREDICTION_COLUMNS order, each optionally followed by `made_by` and `note` (how it was made:
+    classifier/decision.py's `prediction_row`), which go to `prediction_provenance` (NULL when not given); one
+    prediction per issue and model version. A NaN or infinite confidence is refused (ValueError): it means the
+    vectors behind it were broken."""
     for r in rows:
         if not (math.isfinite(r[4]) and math.isfinite(r[5])):
             raise ValueError(f"refusing to store a non-finite confidence for {r[0]}#{r[1]}")
     if rows:
-        _insert_columns(con, "predictions", PREDICTION_COLUMNS, PREDICTION_TYPES, rows)
+        n = len(PREDICTION_COLUMNS)
+        _insert_columns(con, "predictions", PREDICTION_COLUMNS, PREDICTION_TYPES, [tuple(r[:n]) for r in rows])
+        _insert_columns(con, "prediction_provenance", PROVENANCE_COLUMNS, PROVENANCE_TYPES,
+                        [(r[0], r[1], r[8], r[9], *(tuple(r[n:n + 2]) + (None, None))[:2]) for r in rows])
 
 
 def save_issue_embeddings(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, int, str, str]]) -> None:

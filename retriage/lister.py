@@ -48,10 +48,16 @@ def list_issues(con, f: ListFilter, model_version: str | None) -> list[dict]:
     since, until = parse_day(f.since, "--since"), parse_day(f.until, "--until")
     if since and until and since > until:
         raise UserError(f"--since {since} is after --until {until}", exit_code=2)
-    return queries.list_issues(
+    rows = queries.list_issues(
         con, model_version, repos or None,
         re_class=_choice(f.re_class, taxonomy.re_class_ids(), "--class"),
         component=_choice(f.component, taxonomy.component_ids(), "--component"),
         fix=_choice(f.fix, taxonomy.fix_tag_ids(), "--fix"), state=_choice(f.state, STATES, "--state"),
         since=since, until=until, unsure=f.unsure, sort=_choice(f.sort, tuple(queries.LIST_SORTS), "--sort"),
         limit=f.limit)
+    from retriage.classifier.decision import unchecked_note
+
+    for r in rows:  # a prediction stored before its note was (schema version 4): the note it would carry
+        if r["made_by"] is None and not r["corrected"]:
+            r["note"] = unchecked_note(r["re_class"], r["known_fixes"])
+    return rows

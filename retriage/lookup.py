@@ -7,6 +7,7 @@ import duckdb
 from retriage.db import queries
 from retriage.core.errors import UserError
 from retriage.core.refs import format_ref, parse_ref
+from retriage.triage.fixtext import issue_advice
 
 
 def team_labeled(repo: str, number: int) -> dict | None:
@@ -51,14 +52,16 @@ def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: st
 
     version, name = current_model_version(model), current_model_name(model)
     prediction = queries.latest_prediction(con, repo, number, version) or queries.latest_prediction(con, repo, number)
+    if prediction is not None and prediction["made_by"] is None:  # stored before its note was (schema version 4)
+        from retriage.classifier.decision import unchecked_note
+
+        prediction["note"] = unchecked_note(prediction["re_class"], prediction["known_fixes"])
     neighbours = []
     vec = queries.issue_vector(con, repo, number, name)
     if vec is not None and similar > 0:
-        from retriage.db.lexical import similar_text
         from retriage.db.similar import similar_issues
 
-        neighbours = similar_issues(con, vec, name, similar_text(issue["title"], issue["body"]),
-                                    limit=similar, exclude=(repo, number))
+        neighbours = similar_issues(con, vec, name, limit=similar, exclude=(repo, number))
     return {
         "ref": format_ref(repo, number),
         "issue": issue,
@@ -67,4 +70,5 @@ def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: st
         "correction": queries.correction(con, repo, number),  # `retriage relabel`: overrides the prediction
         "links": queries.links(con, repo, number),
         "similar": neighbours,
+        "advice": issue_advice(issue, (prediction or {}).get("known_fixes")),  # the fix steps the bot gives
     }

@@ -50,6 +50,7 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
             cls = pred["re_class"] + (" (unsure)" if pred.get("abstained") else "")
             table.add_row("model said", f"{cls} conf {pred['confidence']:.2f} / {pred['component']} / "
                           f"fixes {', '.join(pred.get('known_fixes') or []) or '-'} ({pred['model_version']})")
+            _provenance(table, pred)
     elif pred:
         cls = pred["re_class"] + (" (unsure)" if pred.get("abstained") else "")
         table.add_row("predicted class", f"[bold]{cls}[/] conf {pred['confidence']:.2f}")
@@ -57,6 +58,7 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
         table.add_row("component", f"[bold]{pred['component']}[/]" + (f" conf {comp_conf:.2f}" if comp_conf else ""))
         table.add_row("known fixes", ", ".join(pred.get("known_fixes") or []) or "-")
         table.add_row("model", str(pred["model_version"]))
+        _provenance(table, pred)
     elif info.get("source"):
         table.add_row("known from", info["source"])
     else:
@@ -70,6 +72,8 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
     if links.get("fixes"):
         table.add_row("fixes", ", ".join(f"#{n}" for n in links["fixes"]))
     parts += [Text(""), table]
+    if info.get("advice"):
+        parts += [Text(""), advice_text(info["advice"])]
 
     from retriage.core.textprep import for_reading
 
@@ -80,6 +84,36 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
     if info.get("similar"):
         parts += [Text(""), similar_table(info["similar"])]
     return Panel(Group(*parts), title=f"[bold]{info['ref']}[/]", expand=True)
+
+
+def _provenance(table: Table, pred: dict) -> None:
+    """How the prediction was made (classifier/decision.py), and why a resource fix is missing or to be checked."""
+    table.add_row("made by", Text(pred.get("made_by") or "not recorded (labeled before schema version 4)"))
+    if pred.get("note"):
+        table.add_row("note", Text(pred["note"], style="yellow"))
+
+
+def advice_text(advice: list[dict]) -> Text:
+    """The fix steps for the issue's engine, as the bot words them (retriage/bot/comment.py): the first matching
+    rule's in full, the others by title; or the model's fix where no rule matched."""
+    out = Text()
+    first = advice[0]
+    heading = ("known fix" if first.get("source") == "rule"
+               else "possible fix (the model's; no rule matched)")
+    out.append(f"{heading}: ", style="bold")
+    out.append(f"{first['title']} (rule {first['id']}, fix {first['tag']})\n")
+    for n, step in enumerate(first["steps"], 1):
+        out.append(f"  {n}. {' '.join(step.split())}\n")
+    for caveat in first["caveats"][:2]:
+        out.append(f"  > {' '.join(caveat.split())}\n", style="dim")
+    if first.get("line"):
+        out.append("  matched: ", style="dim")
+        out.append(" ".join(first["line"].split())[:200] + "\n", style="dim")
+    if len(advice) > 1:
+        out.append("also matches: ", style="dim")
+        out.append("; ".join(f"{a['title']} ({a['id']})" for a in advice[1:]) + "\n", style="dim")
+    out.rstrip()
+    return out
 
 
 def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
@@ -122,11 +156,19 @@ def issues_table(rows: list[dict], width: int = 80) -> Table:
     """`retriage list`: one line per issue; the full URL is in --json/--format."""
     from retriage.core.refs import format_ref
 
+    from retriage.taxonomy import fix_tag_classes
+
     t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left")
-    if any(r.get("corrected") for r in rows):
-        t.caption = "* corrected with `retriage relabel` (class, component and fix as corrected)"
+    implied = fix_tag_classes()
+    fixes = [", ".join(f + ("?" if r["re_class"] == "none" and f in implied and not r.get("corrected") else "")
+                       for f in r["known_fixes"] or []) or "-" for r in rows]
+    captions = (["* corrected with `retriage relabel` (class, component and fix as corrected)"]
+                if any(r.get("corrected") for r in rows) else [])
+    if any("?" in f for f in fixes):
+        captions.append("? a resource fix beside the class none: worth checking (`retriage show` says why)")
+    if captions:
+        t.caption = "\n".join(captions)
     refs = [format_ref(r["repo"], r["number"]) for r in rows]
-    fixes = [", ".join(r["known_fixes"] or []) or "-" for r in rows]
     scored = bool(rows) and "score" in rows[0]  # `retriage search`: the score after the issue
     widths = {"issue": max([len(x) for x in refs] + [5]), **({"score": 5} if scored else {}), "state": 6,
               "created": 10, "class": 6, "conf": 4, "component": max([len(r["component"]) for r in rows] + [9]),

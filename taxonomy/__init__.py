@@ -67,6 +67,14 @@ def engine_bound_fix_tags() -> dict[str, tuple[tuple[str, ...], str]]:
             if d.get("engines") and d.get("otherwise")}
 
 
+@lru_cache(maxsize=1)
+def fix_tag_classes() -> dict[str, tuple[str, ...]]:
+    """tag -> the resource classes it implies (taxonomy.toml `implies`), for the tags that imply one: out-of-memory
+    steps, the KV budget, offloading, NCCL, shared memory. Such a fix beside the class `none` is a disagreement
+    (classifier/decision.py)."""
+    return {d["id"]: tuple(d["implies"]) for d in _load("taxonomy.toml")["fix_tag"] if d.get("implies")}
+
+
 def re_class_ids() -> list[str]:
     return [t.id for t in re_classes()]
 

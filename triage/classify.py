@@ -15,7 +15,6 @@ boundaries; otherwise, or with `exact=True`, the three MiniLM views are embedded
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -32,7 +31,6 @@ from retriage.core.rules import Match, applies_to, default_rules, match_rules
 from retriage.taxonomy import environment as env_parse
 
 MAX_FIXES = 3
-_WARN_RE = re.compile(r"(?i)\bwarn")  # a log without an error line: its warnings say most about it
 
 
 @dataclass
@@ -184,12 +182,8 @@ class Triage:
             from retriage.classifier import current_model_name
             from retriage.db.similar import SHOWN, similar_issues
 
-            # hybrid: the log's error lines (or, when it has none, all of it) by BM25, and its MiniLM vector; an
-            # index not built yet is not built here (seconds): `label`, `demo`, `search` and `show` build it
-            text = v.keys if v.key_lines else ("\n".join(ln for ln in v.lines if _WARN_RE.search(ln)) or v.lexical)
             neighbours = [{k: n[k] for k in SHOWN} for n in similar_issues(
-                con, vector, current_model_name(self.model.folder), text, limit=similar, index=self.index,
-                build_missing=False)]
+                con, vector, current_model_name(self.model.folder), limit=similar, index=self.index)]
         exc = None
         if log.exception_type:
             exc = f"{log.exception_type}: {log.exception_message}".rstrip(": ")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from retriage.core.rules import Match, Rule
+from retriage.core.rules import Match, Rule, applies_to, default_rules
 
 ENGINE_NAMES = {
     "vllm": re.compile(r"\bvLLM\b"),
@@ -76,3 +76,33 @@ def fix(m: Match, engine: str | None, line: str | None = None) -> dict:
     return {"id": r.id, "tag": r.tag, "title": r.title, "re_class": r.re_class, "component": r.component,
             "steps": [unnumbered(x) for x in r.steps_for(engine, m.values)], "caveats": caveats, "sources": sources,
             "line": line if line is not None else m.line, "values": dict(m.values)}
+
+
+def tag_fix(tag: str, engine: str | None) -> dict | None:
+    """The fix entry of the first rule with this tag that applies to the engine (its steps, caveats, sources), for a
+    fix tag no rule matched (the model's fix head gave it); None when no rule gives the tag."""
+    for rule in default_rules()[0]:
+        if rule.tag == tag and applies_to(rule, engine):
+            entry = fix(Match(rule, ""), engine)
+            entry["line"] = None
+            return entry
+    return None
+
+
+def issue_advice(issue: dict, known_fixes: list[str] | None, limit: int = 3) -> list[dict]:
+    """The fix advice on a stored issue (its repo, title and body), as the bot gives it: the fix entries of the
+    first `limit` matching rules that apply to its engine (`source` "rule"); where none matched, the entry of the
+    first of `known_fixes` a rule gives (the model's fix head named it: `source` "model")."""
+    from retriage.core.document import document
+    from retriage.taxonomy import engine_for_repo
+
+    e = engine_for_repo(issue["repo"])
+    engine = e.id if e else None
+    matched = [m for m in document(issue.get("title"), issue.get("body")).matches if applies_to(m.rule, engine)]
+    if matched:
+        return [dict(fix(m, engine), source="rule") for m in matched[:limit]]
+    for tag in known_fixes or []:
+        entry = tag_fix(tag, engine)
+        if entry is not None:
+            return [dict(entry, source="model")]
+    return []

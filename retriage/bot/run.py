@@ -37,10 +37,12 @@ class CommentRun:
     labels: Labeled | None = None
 
     def to_json(self) -> dict:
-        r = self.verdict.result
+        r, d = self.verdict.result, self.verdict.decision
         return {"ref": self.ref, "markdown": self.markdown,
                 "re_class": r.re_class, "re_confidence": r.re_confidence, "component": r.component,
                 "component_confidence": r.component_confidence, "fixes": [f["tag"] for f in r.fixes],
+                "abstained": r.abstained, "known_fixes": d.known_fixes if d else None,
+                "made_by": d.made_by if d else None, "note": d.note if d else None,
                 "fetched": asdict(self.fetched) if self.fetched else None,
                 "published": asdict(self.published) if self.published else None,
                 "labels": asdict(self.labels) if self.labels else None}

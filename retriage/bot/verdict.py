@@ -3,7 +3,8 @@
 A Verdict holds the classify result (TriageResult: class, component, the matched rules' fixes with this engine's
 steps, evidence lines, similar issues) and, for each similar issue, whether a pull request that fixes it is
 linked and which fix is recorded for it (the team's label, else the model's). An issue is read as `show` and
-`label` read it (its title and body through the classifier), not as a pasted log.
+`label` read it (its title and body through the classifier), not as a pasted log: its class, abstention and
+known fixes are the one decision of classifier/decision.py.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ from dataclasses import dataclass, field
 import duckdb
 
 from retriage.classifier import current_model_name
+from retriage.classifier.decision import Decision, decide_issue
 from retriage.classifier.embed import get_embedder
 from retriage.classifier.features import views
 from retriage.classifier.model import IssueClassifier
 from retriage.classifier.predict import predict_views
 from retriage.core.errors import UserError
 from retriage.core.refs import format_ref
-from retriage.core.rules import applies_to, default_rules
+from retriage.core.rules import applies_to
 from retriage.db import queries
+from retriage.db.similar import similar_issues
 from retriage.taxonomy import engine_for_repo
 from retriage.triage.classify import MAX_FIXES, TriageResult
 from retriage.triage.fixtext import fix as fix_entry
+from retriage.triage.fixtext import tag_fix
 
 MAX_EVIDENCE = 6
 SIMILAR_CANDIDATES = 10  # asked of the database; the comment keeps those above its threshold
@@ -37,6 +41,7 @@ class Verdict:
     labels: list[str] = field(default_factory=list)  # the issue's labels now
     head_fix: dict | None = None        # the fix head's tag where no rule matched: its rule's steps for this engine
     head_fix_confidence: float = 0.0
+    decision: Decision | None = None    # the issue's decision (None for a pasted log): known fixes, how it was made
 
 
 def recorded_fix(con: duckdb.DuckDBPyConnection, repo: str, number: int, model_version: str | None):
@@ -64,18 +69,6 @@ def enrich_similar(con: duckdb.DuckDBPyConnection | None, similar: list[dict], m
     return out
 
 
-def _head_fix(tag: str, engine: str | None) -> dict | None:
-    """The fix entry of the first rule with this tag that applies to the engine (its steps, caveats, sources)."""
-    from retriage.core.rules import Match
-
-    for rule in default_rules()[0]:
-        if rule.tag == tag and applies_to(rule, engine):
-            entry = fix_entry(Match(rule, ""), engine)
-            entry["line"] = None
-            return entry
-    return None
-
-
 def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
                   model: IssueClassifier | None = None) -> Verdict:
     """The verdict on a stored issue (labeled first if need be: its embeddings are then in the database)."""
@@ -87,6 +80,7 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
     engine = e.id if e else None
     doc = views(issue["title"], issue["body"])
     pred = predict_views([doc], model, con, get_embedder("numpy"))[0]
+    d = decide_issue(doc, issue["body"], engine, pred, model.version)
     matches = [m for m in doc.matches if applies_to(m.rule, engine)]
     evidence: list[str] = []
     for line in [m.line for m in matches[:MAX_FIXES]] + list(doc.key_lines):
@@ -96,27 +90,25 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
     similar = []
     vector = queries.issue_vector(con, repo, number, current_model_name())
     if vector is not None:
-        similar = queries.similar_to_vector(con, vector, current_model_name(), limit=SIMILAR_CANDIDATES,
-                                            exclude=(repo, number))
-        similar = [{"repo": s["repo"], "number": s["number"], "title": s["title"], "state": s["state"],
-                    "score": round(float(s["score"]), 4), "html_url": s["html_url"], "known_fix": s.get("known_fix")}
-                   for s in similar]
+        similar = [{k: s[k] for k in ("repo", "number", "title", "state", "score", "html_url", "known_fix")}
+                   for s in similar_issues(con, vector, current_model_name(), limit=SIMILAR_CANDIDATES,
+                                           exclude=(repo, number))]  # the one path show and classify use
     disagreement = None
-    if matches and matches[0].rule.re_class != pred.re_class:
-        disagreement = (f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, "
-                        f"the model says {pred.re_class} ({pred.re_confidence:.2f})")
+    if matches and matches[0].rule.re_class != d.re_class:
+        said = (f"the model says {d.re_class} ({pred.re_confidence:.2f})" if d.re_class == pred.re_class else
+                f"{d.re_class} by a rule's class for mixed GPUs (the model said {pred.re_class}, "
+                f"{pred.re_confidence:.2f})")
+        disagreement = f"rule {matches[0].rule.id} implies {matches[0].rule.re_class}, {said}"
     result = TriageResult(
         engine=engine, engine_reason=f"the issue's repository ({repo})",
-        re_class=pred.re_class, re_confidence=pred.re_confidence, component=pred.component,
-        component_confidence=pred.component_confidence, abstained=pred.abstained,
+        re_class=d.re_class, re_confidence=pred.re_confidence, component=pred.component,
+        component_confidence=pred.component_confidence, abstained=d.abstained,
         fixes=[fix_entry(m, engine) for m in matches[:MAX_FIXES]], evidence=evidence,
         similar=enrich_similar(con, similar, model.version), disagreement=disagreement,
         model_version=model.version)
-    head, tag, confidence = None, *pred.fix_for(engine)
-    if not matches and tag != "none":
-        head = _head_fix(tag, engine)
+    head = tag_fix(d.head_fix, engine) if not matches and d.head_fix != "none" else None
     return Verdict(result, format_ref(repo, number), issue["title"], list(issue["labels"] or []), head,
-                   confidence if head else 0.0)
+                   d.head_fix_confidence if head else 0.0, d)
 
 
 def log_verdict(result: TriageResult, con: duckdb.DuckDBPyConnection | None = None) -> Verdict:
