@@ -134,6 +134,32 @@ def load_gold(folder: Path = LABELS_DIR, extra: list[dict] = ()) -> list[Example
     return out
 
 
+def correction_records(con) -> list[dict]:
+    """The corrections in force in the database as label records (with the issue's text when the snapshot
+    does not have it, so that an issue mined later can be learnt too)."""
+    from retriage.db.queries import corrections
+
+    out = []
+    for c in corrections(con):
+        r = {"repo": c["repo"], "number": c["number"], "re_class": c["re_class"], "component": c["component"],
+             "known_fix": c["known_fix"], "reason": c["reason"], "labeler": f"correction by {c['corrected_by']}"}
+        if (c["repo"], c["number"]) not in snapshot_index() and c.get("title") is not None:
+            r.update(title=c["title"], body=c["body"] or "", html_url=c["html_url"] or "", state=c["state"] or "",
+                     created_at=str(c["created_at"] or "")[:10])
+        out.append(r)
+    return out
+
+
+def training_examples(con, labels_dir: Path = LABELS_DIR, extra_labels=(), corrections: bool = True
+                      ) -> tuple[list[Example], int]:
+    """The labeled set `retriage train` learns: `labels_dir`, then the extra label files, then the database's
+    corrections (each later source wins for an issue it names). Returns the examples and how many corrections
+    were used."""
+    extra = [r for p in extra_labels for r in read_labels(p)]
+    fixes = correction_records(con) if corrections and con is not None else []
+    return load_gold(labels_dir, extra + fixes), len(fixes)
+
+
 def _by_repository(examples: list[Example]) -> list[list[Example]]:
     """The examples per repository and form of record (in that order), each group by issue number."""
     by_repo: dict[tuple[str, str], list[Example]] = {}
@@ -154,19 +180,16 @@ def split(examples: list[Example], dev_share: float = DEV_SHARE) -> tuple[list[E
     return train, dev
 
 
-def validation_folds(examples: list[Example], n_folds: int = 4, dev_share: float = DEV_SHARE
-                     ) -> list[tuple[list[Example], list[Example]]]:
-    """Blocked folds for choosing settings: the dev split (`split`), then the training side cut per repository
-    (and form of record) into `n_folds - 1` blocks of consecutive issue numbers; each fold is (every other
-    labeled issue, the block). Every block is thus a stretch of time of every repository, as the issues a
-    model meets later are, and together the blocks cover the labeled set once."""
+def fold_numbers(examples: list[Example], n_folds: int = 4, dev_share: float = DEV_SHARE) -> list[int]:
+    """Each example's blocked fold, for choosing settings: 0 for the dev split (`split`), 1 to `n_folds - 1` for
+    the stretches of consecutive issue numbers the training side is cut into per repository (and form of record).
+    Every fold is thus a stretch of time of every repository, as the issues a model meets later are, and together
+    the folds cover the labeled set once: scikit-learn's PredefinedSplit takes the numbers as its `test_fold`
+    (a fold is scored on its issues with a fit on every other labeled issue)."""
     train, dev = split(examples, dev_share)
-    blocks: list[list[Example]] = [[] for _ in range(max(n_folds - 1, 0))]
+    fold = {e.key: 0 for e in dev}
+    blocks = max(n_folds - 1, 1)
     for items in _by_repository(train):
         for j, e in enumerate(items):
-            blocks[j * len(blocks) // len(items)].append(e)
-    folds = [(train, dev)]
-    for block in blocks:
-        held = {e.key for e in block}
-        folds.append(([e for e in examples if e.key not in held], block))
-    return [(a, b) for a, b in folds if a and b]
+            fold[e.key] = 1 + j * blocks // len(items)
+    return [fold[e.key] for e in examples]

@@ -79,23 +79,25 @@ def test_split_is_deterministic_disjoint_and_newest_per_repo_in_dev(gold):
     assert 0.2 < len(dev) / len(gold) < 0.3
 
 
-def test_validation_folds_are_the_dev_split_then_stretches_of_the_training_side(gold):
-    from retriage.classifier.dataset import validation_folds
+def test_fold_numbers_are_the_dev_split_then_stretches_of_the_training_side(gold):
+    from sklearn.model_selection import PredefinedSplit
+
+    from retriage.classifier.dataset import fold_numbers
 
     train, dev = split(gold)
-    folds = validation_folds(gold)
-    assert len(folds) == 4 and folds[0] == (train, dev)
-    blocks = [b for _, b in folds[1:]]
-    keys = [{e.key for e in b} for b in blocks]
-    assert sum(len(k) for k in keys) == len(train) and set().union(*keys) == {e.key for e in train}
-    every = {e.key for e in gold}
-    for (fit_on, block), held in zip(folds[1:], keys):
-        assert {e.key for e in fit_on} == every - held  # the rest of the labeled set, dev split included
+    numbers = fold_numbers(gold)
+    assert sorted(set(numbers)) == [0, 1, 2, 3]
+    assert {e.key for e, f in zip(gold, numbers) if f == 0} == {e.key for e in dev}
+    blocks = [[e for e, f in zip(gold, numbers) if f == k] for k in (1, 2, 3)]
+    assert sum(len(b) for b in blocks) == len(train)
+    for (fit_on, scored), k in zip(PredefinedSplit(numbers).split(), range(4)):
+        assert [numbers[i] for i in scored] == [k] * len(scored) and k not in {numbers[i] for i in fit_on}
+        assert len(fit_on) + len(scored) == len(gold)  # the rest of the labeled set, dev split included
     for (repo, source) in {(e.repo, e.source) for e in train}:
-        numbers = [[e.number for e in b if (e.repo, e.source) == (repo, source)] for b in blocks]
-        ranges = [(min(n), max(n)) for n in numbers if n]
+        numbers_ = [[e.number for e in b if (e.repo, e.source) == (repo, source)] for b in blocks]
+        ranges = [(min(n), max(n)) for n in numbers_ if n]
         assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])), f"{repo}: blocks are not consecutive"
-        assert max(len(n) for n in numbers) - min(len(n) for n in numbers) <= 1, repo
+        assert max(len(n) for n in numbers_) - min(len(n) for n in numbers_) <= 1, repo
 
 
 # ---- LinearHead ---------------------------------------------------------------------------------------------------
@@ -313,16 +315,16 @@ def test_the_weight_on_none_buys_recall_only_while_precision_holds():
     """Folds where the resource bugs missed are those whose `none` logit is just ahead: a smaller weight on the
     odds of `none` finds them (and no false alarm), so it is chosen; where the same weight would also flag
     many `none` issues (precision under 0.80), the unweighted head is kept."""
-    from retriage.classifier.train import NONE_WEIGHTS, _choose_none_weight
+    from retriage.classifier.train import NONE_WEIGHTS, choose_none_weight, none_weight_scores
 
     classes = ["RE.1", "none"]
     gold = ["RE.1"] * 10 + ["none"] * 30
     near = np.array([[0.0, 0.1]] * 4 + [[1.0, 0.0]] * 6 + [[0.0, 3.0]] * 30)  # 4 misses just on the none side
     assert min(NONE_WEIGHTS) < 0.9 < max(NONE_WEIGHTS) == 1.0
-    assert _choose_none_weight([(near, classes, gold)] * 2) < 1.0
+    assert choose_none_weight(np.stack([none_weight_scores(near, classes, gold)] * 2)) < 1.0
     crowded = near.copy()
     crowded[10:40] = [0.0, 0.05]  # every `none` issue is as close to the line as the misses
-    assert _choose_none_weight([(crowded, classes, gold)] * 2) == 1.0
+    assert choose_none_weight(np.stack([none_weight_scores(crowded, classes, gold)] * 2)) == 1.0
 
 
 # ---- training end to end --------------------------------------------------------------------------------------------
@@ -362,16 +364,21 @@ def small_labels_folder(folder: Path) -> int:
     return len(chosen)
 
 
-def test_kept_settings_leave_out_thresholds_and_name_a_missing_head():
-    from retriage.classifier.train import kept_settings
+def test_model_settings_are_the_heads_votes_and_both_thresholds_and_name_a_missing_head():
+    from retriage.classifier.train import model_settings
 
     hp = {"re_class": {"C": 4.0, "sparse_weight": 2.0, "lexical_C": 10.0, "lexical_blend": 0.3, "none_weight": 0.8},
           "component": {"C": 2.0, "sparse_weight": 2.0},
-          "known_fix": {"C": 8.0, "sparse_weight": 2.0, "threshold": 0.3}}
-    kept = kept_settings(hp)
-    assert kept["re_class"] == hp["re_class"] and kept["known_fix"] == {"C": 8.0, "sparse_weight": 2.0}
+          "known_fix": {"C": 8.0, "sparse_weight": 2.0, "threshold": 0.3},
+          "nearest_labels": {"k": 20, "temperature": 0.05, "balance": 0.5, "weight": 0.4, "folds_score": 0.77}}
+    got = model_settings({"hyperparameters": hp, "threshold": 0.48})
+    assert got == {**{k: hp[k] for k in ("re_class", "component", "known_fix")}, "abstain_threshold": 0.48,
+                   "nearest_labels": {"k": 20, "temperature": 0.05, "balance": 0.5, "weight": 0.4}}
+    older = model_settings({"hyperparameters": {**hp, "known_fix": {"C": 8.0, "sparse_weight": 2.0},
+                                                "nearest_labels": None}, "fix_threshold": 0.25, "threshold": 0.5})
+    assert older["known_fix"]["threshold"] == 0.25 and older["nearest_labels"] == {"weight": 0.0}
     with pytest.raises(ValueError, match="component head"):
-        kept_settings({**hp, "component": {"C": 2.0}})
+        model_settings({"hyperparameters": {**hp, "component": {"C": 2.0}}})
 
 
 def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
@@ -440,15 +447,6 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
     third = train(con, tmp_path / "labels", tmp_path / "m3", embedder=CountingEmbedder(), unlabeled=[], refit=False)
     assert third.n_train == len(train_side) and not (tmp_path / "m3" / "held_out").exists()
     assert third.model.held_out() is third.model
-    # --keep-settings: the shipped model's head settings, no search; the thresholds are chosen again on dev
-    from retriage.classifier.train import kept_settings
-
-    kept = kept_settings(IssueClassifier.load().meta["hyperparameters"])
-    fourth = train(con, tmp_path / "labels", tmp_path / "m4", embedder=CountingEmbedder(), unlabeled=[],
-                   settings=kept)
-    hp = fourth.model.meta["hyperparameters"]
-    assert {h: {k: hp[h][k] for k in kept[h]} for h in kept} == kept and "threshold" not in kept["known_fix"]
-    assert 0 < hp["known_fix"]["threshold"] <= 1 and 0 <= fourth.model.threshold < 1
     (tmp_path / "m1" / "held_out" / "weights.npz").unlink()
     with pytest.raises(UserError, match="held-out model is missing"):
         IssueClassifier.load(tmp_path / "m1").held_out()
@@ -467,35 +465,54 @@ def test_fix_threshold_is_the_highest_that_keeps_the_recall():
     assert highest_keeping_recall({0.3: 0.85, 0.5: 0.85}, 0.80) == 0.5
 
 
-@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")  # rare fix tags in a small set
-def test_the_folds_fix_recall_is_what_a_model_fitted_on_the_fold_shows(gold, shipped):
-    """fold_fix_recalls fits only the fix head on each fold; the model fitted on the same issues with the same
-    settings must show the same fixes (rules, then the head's tag over the threshold) on the fold's issues."""
-    from retriage.classifier.predict import fixes_for
+def fold_of(gold, n: int, with_fix: int):
+    """X and y of a few hundred labeled issues (`with_fix` of them with a known fix), their views and embeddings,
+    and one fold: (fitted on, scored on) rows."""
     from retriage.classifier.snapshot_cache import shipped_embedder
-    from retriage.classifier.train import FIX_THRESHOLDS, _fix_counts, fit_classifier, fold_fix_recalls
+    from retriage.classifier.train import Issues, labels_of
 
-    with_fix = [e for e in gold if e.known_fix != "none"]
-    every = sorted(gold[:300] + with_fix[:60], key=lambda e: e.key)
-    every = list({e.key: e for e in every}.values())
+    fixed = [e for e in gold if e.known_fix != "none"][:with_fix]
+    every = list({e.key: e for e in sorted(gold[:n] + fixed, key=lambda e: e.key)}.values())
     v = [views(e.title, e.body) for e in every]
     emb = shipped_embedder()(v)
+    X, y = Issues.of(every, v, dense_features(emb, v)), labels_of(every)
     val = [i for i in range(len(every)) if i % 3 == 0]
-    train = [i for i in range(len(every)) if i % 3]
-    settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "known_fix")}
-    recalls = fold_fix_recalls(every, v, dense_features(emb, v), [(train, val)], settings["known_fix"])
+    return every, v, emb, X, y, ([i for i in range(len(every)) if i % 3], val)
+
+
+@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")  # rare fix tags in a small set
+def test_the_folds_thresholds_see_what_a_model_fitted_on_the_fold_shows(gold, shipped):
+    """threshold_scores fits the model on each fold's other issues; the model fitted on the same issues with the
+    same settings must show the same fixes (rules, then the head's tag over the threshold) on the fold's issues,
+    and count the same resource bugs with those under the abstain threshold set aside as unsure."""
+    from retriage.classifier.metrics import counted_detection
+    from retriage.classifier.predict import fixes_for
+    from retriage.classifier.train import (ABSTAIN_THRESHOLDS, FIX_THRESHOLDS, fit_classifier, fix_counts,
+                                           threshold_scores)
+
+    every, v, emb, X, y, (train, val) = fold_of(gold, 600, 60)
+    settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "known_fix", "nearest_labels")}
+    recalls, counted = threshold_scores(X, y, [(train, val)], settings)
+    assert recalls.shape == (1, len(FIX_THRESHOLDS)) and counted.shape == (1, len(ABSTAIN_THRESHOLDS), 2)
 
     model = fit_classifier([every[i] for i in train], [v[i] for i in train], [x[train] for x in emb], settings)
+    assert model.nearest_labels is not None and model.fix_head is not None
     preds = model.predict([v[i] for i in val], [x[val] for x in emb])
     want = [{every[i].known_fix} - {"none"} for i in val]
     assert sum(map(bool, want)) >= 10
-    for t in FIX_THRESHOLDS:
+    for j, t in enumerate(FIX_THRESHOLDS):
         for p in preds:
             p.fix_threshold = t
         got = [set(fixes_for(v[i], every[i].engine, p)) for i, p in zip(val, preds)]
-        assert recalls[t] == pytest.approx(_fix_counts(want, got)[1], abs=1e-9), t
-    ordered = [recalls[t] for t in FIX_THRESHOLDS]
-    assert ordered == sorted(ordered, reverse=True) and ordered[0] > ordered[-1]
+        assert recalls[0, j] == pytest.approx(fix_counts(want, got)[1], abs=1e-9), t
+    assert list(recalls[0]) == sorted(recalls[0], reverse=True) and recalls[0, 0] > recalls[0, -1]
+    gold_re, got = [every[i].re_class for i in val], [p.re_class for p in preds]
+    assert sum(g != "none" for g in gold_re) >= 30
+    for j, t in enumerate(ABSTAIN_THRESHOLDS):
+        d = counted_detection(gold_re, got, [p.re_confidence < t for p in preds])
+        assert list(counted[0, j]) == [d["precision"], d["recall"]], t
+    found = list(counted[0, :, 1])  # recall falls as more issues are set aside
+    assert found == sorted(found, reverse=True) and found[0] > found[-1]
 
 
 def test_fix_setting_is_the_best_f1_to_two_places_then_the_best_recall():
@@ -514,16 +531,10 @@ def test_the_fix_settings_fold_scores_are_what_a_head_fitted_on_the_fold_shows(g
     """fix_fold_scores fits an uncalibrated fix head per setting on each fold's other issues; the model's fix head
     fitted (uncalibrated) on the same issues with that setting, with the rules' tags, must show the same fixes."""
     from retriage.classifier.model import engine_fix
-    from retriage.classifier.snapshot_cache import shipped_embedder
-    from retriage.classifier.train import C_GRID, SPARSE_WEIGHTS, _fix_counts, fit_classifier, fix_fold_scores
+    from retriage.classifier.train import C_GRID, SPARSE_WEIGHTS, fit_classifier, fix_counts, fix_fold_scores
 
-    with_fix = [e for e in gold if e.known_fix != "none"]
-    every = list({e.key: e for e in sorted(gold[:300] + with_fix[:60], key=lambda e: e.key)}.values())
-    v = [views(e.title, e.body) for e in every]
-    emb = shipped_embedder()(v)
-    val = [i for i in range(len(every)) if i % 3 == 0]
-    train = [i for i in range(len(every)) if i % 3]
-    totals = fix_fold_scores(every, v, dense_features(emb, v), [(train, val)])
+    every, v, emb, X, y, (train, val) = fold_of(gold, 300, 60)
+    totals = fix_fold_scores(X, y, [(train, val)])
     assert set(totals) == {(c, sw) for c in C_GRID for sw in SPARSE_WEIGHTS}
 
     want = [{every[i].known_fix} - {"none"} for i in val]
@@ -535,8 +546,9 @@ def test_the_fix_settings_fold_scores_are_what_a_head_fitted_on_the_fold_shows(g
         preds = model.predict([v[i] for i in val], [x[val] for x in emb])
         got = [set(v[i].fixes(every[i].engine)) | ({engine_fix(p.fix_probs, every[i].engine)[0]} - {"none"})
                for i, p in zip(val, preds)]
-        assert totals[(c, sw)] == pytest.approx(np.array(_fix_counts(want, got)), abs=1e-9), (c, sw)
+        assert totals[(c, sw)] == pytest.approx(np.array(fix_counts(want, got)), abs=1e-9), (c, sw)
     assert len({round(float(t[0]), 6) for t in totals.values()}) > 1  # the settings differ in what they show
+
 
 def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
     from retriage.classifier.train import lowest_keeping_precision
@@ -552,33 +564,3 @@ def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
     assert lowest_keeping_precision(per_fold, 0.95) == 0.6  # none keeps it: the highest, the most precise there is
     assert lowest_keeping_precision({0.0: folds(0.9), 0.5: folds(0.7), 0.6: folds(0.85)}, 0.80) == 0.0
     assert lowest_keeping_precision({0.0: [], 0.5: [], 0.9: []}, 0.80) == 0.0  # no folds to judge by: never abstain
-
-
-@pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")
-def test_the_folds_counted_detection_is_what_a_model_fitted_on_the_fold_counts(gold, shipped):
-    """fold_counted_detection fits the RE and component heads and the votes on each fold's other issues; the model
-    fitted on the same issues with the same settings must count the same resource bugs on the fold's issues, with
-    those under the threshold set aside as unsure."""
-    from retriage.classifier.metrics import counted_detection
-    from retriage.classifier.snapshot_cache import shipped_embedder
-    from retriage.classifier.train import ABSTAIN_THRESHOLDS, fit_classifier, fold_counted_detection
-
-    every = list({e.key: e for e in sorted(gold[:600], key=lambda e: e.key)}.values())
-    v = [views(e.title, e.body) for e in every]
-    emb = shipped_embedder()(v)
-    val = [i for i in range(len(every)) if i % 3 == 0]
-    train = [i for i in range(len(every)) if i % 3]
-    settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "nearest_labels")}
-    per_fold = fold_counted_detection(every, v, dense_features(emb, v), [(train, val)], settings)
-
-    model = fit_classifier([every[i] for i in train], [v[i] for i in train], [x[train] for x in emb], settings)
-    assert model.nearest_labels is not None
-    preds = model.predict([v[i] for i in val], [x[val] for x in emb])
-    gold_re, got = [every[i].re_class for i in val], [p.re_class for p in preds]
-    assert sum(g != "none" for g in gold_re) >= 30
-    for t in ABSTAIN_THRESHOLDS:
-        assert per_fold[t] == [counted_detection(gold_re, got, [p.re_confidence < t for p in preds])], t
-    recalls = [per_fold[t][0]["recall"] for t in ABSTAIN_THRESHOLDS]
-    unsure = [per_fold[t][0]["unsure"] for t in ABSTAIN_THRESHOLDS]
-    assert recalls == sorted(recalls, reverse=True) and recalls[0] > recalls[-1]
-    assert unsure == sorted(unsure) and unsure[0] == 0 < unsure[-1]

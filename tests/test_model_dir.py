@@ -135,7 +135,7 @@ def test_relabel_refuses_bad_input(db):
 
 
 def test_corrections_become_training_labels(db, tmp_path):
-    from retriage.classifier.train import training_examples
+    from retriage.classifier.dataset import training_examples
 
     base, _ = training_examples(None, corrections=False)
     labeled = {e.key: e for e in base}

@@ -27,45 +27,52 @@ def train(
     as_json: bool = Json,
     fast_only: bool = typer.Option(False, "--fast-only", help="Keep the model's heads; only distil the fast head "
                                    "of `retriage classify` again (of the model in --output, else --model)."),
-    refit: bool = typer.Option(True, "--refit/--no-refit", help="After choosing the settings and the "
-                               "fix and abstain thresholds (on four blocked folds) and scoring the dev split (with a "
-                               "fit that never saw it, saved in held_out/), fit the model on every label, the dev "
-                               "split included."),
-    keep_settings: bool = typer.Option(False, "--keep-settings", help="Use the heads' settings of --model "
-                                       "(default: the shipped model), and those of its nearest labeled issues' "
-                                       "votes, instead of searching them on the folds (a model without votes gets "
-                                       "them searched); the fix and abstain thresholds are still chosen on "
-                                       "the folds. For a "
-                                       "few added labels: faster, and the settings do not move with one more "
-                                       "example."),
+    refit: bool = typer.Option(True, "--refit/--no-refit", help="After the fit without the dev split (scored "
+                               "on it, saved in held_out/), fit the model on every label, the dev split included."),
+    search: bool = typer.Option(False, "--search", help="Choose the settings (each head's C, TF-IDF weight and "
+                                "blend, the nearest labeled issues' votes, the fix and abstain thresholds) on four "
+                                "blocked folds instead of taking those of --model (default: the shipped model's). "
+                                "About five times as long as a train without it."),
+    keep_settings: bool = typer.Option(False, "--keep-settings", help="What train does without --search (the "
+                                       "settings of --model); accepted so that scripts which give it still run."),
 ):
-    """Fit the classifier from the labeled set (and corrections) and print its dev-split metrics (those of its fit
-    without the dev split) and the fast path's agreement. The model goes to the user data folder, never into the
-    installed package: use it with `--model DIR` or RETRIAGE_MODEL=DIR."""
+    """Fit the classifier from the labeled set (and corrections) with the settings of --model (default: the shipped
+    model; --search chooses them again) and print its dev-split metrics (those of its fit without the dev split)
+    and the fast path's agreement. The model goes to the user data folder, never into the installed package: use
+    it with `--model DIR` or RETRIAGE_MODEL=DIR. Not on a terminal, each phase is one line on standard error."""
+    import time
+
     from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
+    from retriage.core.errors import UsageError
     from retriage.db.store import Database
     from retriage.taxonomy import LABELS_DIR
 
+    if search and keep_settings:
+        raise UsageError("--search chooses the settings again and --keep-settings keeps them: give one")
     settings = None
-    if keep_settings and not fast_only:
-        from retriage.classifier.model import IssueClassifier
-        from retriage.classifier.train import kept_settings
-        from retriage.core.errors import UserError
+    if not search and not fast_only:
+        from retriage.classifier import model_dir
+        from retriage.classifier.train import settings_of
 
-        try:
-            settings = kept_settings(IssueClassifier.load(model).meta.get("hyperparameters", {}))
-        except ValueError as e:
-            raise UserError(f"--keep-settings: {e}") from None
+        settings = settings_of(model_dir(model))
     con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     prog, advance = _progress(None, "embedding issues")
+    started = time.monotonic()
+    if prog.console.is_terminal:  # the progress display names the phase
+        def phase(what: str) -> None:
+            prog.update(prog.task_ids[0], description=what)
+    else:  # one line per phase, with the seconds since the start
+        def phase(what: str) -> None:
+            typer.echo(f"train: {what} [{time.monotonic() - started:.1f} s]", err=True)
     with prog:
         if fast_only:
             trained, fast = refresh_fast_head(con, labels or LABELS_DIR, output or model, progress=advance)
         else:
             result = run_train(con, labels or LABELS_DIR, output, progress=advance, extra_labels=extra_labels,
-                               corrections=corrections, refit=refit, settings=settings)
+                               corrections=corrections, refit=refit, settings=settings, search=search, log=phase)
             trained, fast = result.model, result.fast
+    phase("done")
     out = {"model_version": trained.version, "model_dir": str(trained.folder),
            "fast_path": fast.to_dict() if fast else None}
     if not fast_only:
