@@ -293,3 +293,10 @@ def test_predict_to_a_full_disk_or_a_vanished_reader(tmp_path):
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 0 and json.loads(first)["number"] == 1 and err == ""
+
+
+def test_a_secret_with_a_run_of_zeros_does_not_mask_numbers(monkeypatch):
+    monkeypatch.setenv("GH_TOKEN", "ghp_wrongtoken00000000000000000000000000")
+    text = "presence_penalty=0.14000000000000012, seed 1000000000000"
+    assert redact(text) == text
+    assert "***" in redact("token ghp_wrongtoken00000000000000000000000000 and tail wrongtoken000000")

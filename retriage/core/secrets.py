@@ -4,7 +4,8 @@
 - the secrets in use: the values of GH_TOKEN, GITHUB_TOKEN, HF_TOKEN, HUGGING_FACE_HUB_TOKEN and
   OPENAI_API_KEY, and any secret passed to `register` (the miner registers the token it sends). A secret is
   found in any letter case, inside its base64 form (at any alignment, standard or URL-safe alphabet), and
-  in part: any 12 characters of it in a row mask the whole run of token characters around them;
+  in part: any 12 characters of it in a row (with at least 6 different ones: a run of zeros is not a token)
+  mask the whole run of token characters around them;
 - any token-shaped string, known or not: GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`),
   Hugging Face (`hf_`), OpenAI (`sk-`) and AWS access keys (`AKIA`, `ASIA`), also with a Markdown escape
   (`ghp\\_...`) inside.
@@ -63,6 +64,7 @@ def _base64_cores(secret: str) -> list[str]:
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_DISTINCT = 6  # a window counts only with this many different characters (a random token's all have)
 _CHUNK = WINDOW // 2  # every WINDOW characters of a secret hold one of its CHUNK-aligned pieces whole
 
 
@@ -80,7 +82,9 @@ def _forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str], tu
                 pieces.add(form)
                 continue
             pieces.update(form[i:i + _CHUNK] for i in range(0, len(form) - _CHUNK + 1, _CHUNK))
-            windows.update(form[i:i + WINDOW] for i in range(len(form) - WINDOW + 1))
+            # a run such as 000000000000 says nothing of which secret it is, and numbers in issue text hold it
+            windows.update(w for w in (form[i:i + WINDOW] for i in range(len(form) - WINDOW + 1))
+                           if len(set(w)) >= _DISTINCT)
     return tuple(sorted(pieces)), frozenset(windows), tuple(sorted(short))
 
 
