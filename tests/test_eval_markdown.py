@@ -96,14 +96,15 @@ def test_a_bad_markdown_path_fails_before_any_work(tmp_path):
 
 @pytest.mark.slow
 def test_eval_markdown_holds_the_figures_eval_json_prints_in_the_same_run(tmp_path):
-    """Every split `eval` scores (dev, future, new engine, holdout), every system, as `--json` says in the same run
-    (the answers are remembered in the results cache, so a second run only scores: a few seconds)."""
+    """Every split `eval` scored and every system, as `--json` says in the same run. The dev split only: the
+    generalisation splits refit the model (minutes on a cold cache), and the rendering of every split is checked
+    in-process above."""
     out = tmp_path / "evaluation.md"
     out.write_text("old\n")
-    proc = run_cli("eval", "--json", "--markdown", str(out), timeout=1800)
+    proc = run_cli("eval", "--dev-only", "--json", "--markdown", str(out), timeout=1800)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert [g["split"] for g in report["generalisation"]][0] == "future" and report["summary"]["split"] == "dev"
+    assert report["summary"]["split"] == "dev"
     text = out.read_text()
     check_rows(report, text)
     assert f"`{report['scored_by']}`" in text

@@ -277,14 +277,13 @@ def test_comment_and_post_never_carry_the_token(echo_server, tmp_path):
 
 
 @pytest.mark.slow  # predict loads the real model
-def test_predict_to_a_full_disk_or_a_vanished_reader(tmp_path):
+def test_predict_to_a_vanished_reader_exits_quietly(tmp_path):
+    """More lines than a pipe holds, so the write after the reader left fails with EPIPE. (/dev/full for
+    `predict -o -` goes through the same stream as `list --json` above.)"""
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"repo": REPO, "number": n, "title": f"CUDA out of memory {n}",
                                        "body": "torch.OutOfMemoryError", "state": "open",
-                                       "created_at": "2025-01-02T03:04:05Z"}) + "\n" for n in range(1, 401)))  # more than a pipe holds
-    with open("/dev/full", "w") as full:
-        proc = _raw_cli(["predict", "-i", str(src), "-o", "-"], stdout=full, stderr=subprocess.PIPE, text=True)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "No space left on device" in proc.stderr
+                                       "created_at": "2025-01-02T03:04:05Z"}) + "\n" for n in range(1, 401)))
     env = {k: v for k, v in os.environ.items() if k != "RETRIAGE_DB"}
     env.update(HF_HUB_OFFLINE="1")
     p = subprocess.Popen([sys.executable, "-m", "retriage.cli", "predict", "-i", str(src), "-o", "-"], env=env,
