@@ -1,6 +1,6 @@
 """Cut a trace benchmark from every labeled issue whose body holds an error log (not chosen by hand).
 
-    .venv/bin/python bench/traces_cut.py          # writes bench/data/trace_bench.jsonl
+    .venv/bin/python bench/traces_cut.py          # writes bench/data/trace_bench.jsonl.gz
 
 For every labeled issue (taxonomy/labels/*.jsonl joined with the corpus texts as classifier/dataset.load_gold
 joins them; the labeler's summaries of outside issues, `source` "external", are left out: they are not the
@@ -43,11 +43,13 @@ fixture: a hand-picked trace of tests/data/traces (manifests, holdout included) 
 rules were written from it.
 
 Deterministic: the same labels and corpus give the same file, byte for byte (records in label order of
-(repo, number)).
+(repo, number); gzip without a time stamp). `load()` reads it (the bench scripts and the calibration read it
+through this module).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sys
@@ -60,7 +62,7 @@ if str(ROOT) not in sys.path:
 
 from retriage.core.textprep import FRAME_RE, _is_env_line, strip_ansi  # noqa: E402
 
-OUT = ROOT / "bench" / "data" / "trace_bench.jsonl"
+OUT = ROOT / "bench" / "data" / "trace_bench.jsonl.gz"
 TRACES = ROOT / "tests" / "data" / "traces"
 CAP_BYTES = 4096
 MAX_LINE = 400
@@ -352,18 +354,27 @@ def build(examples=None) -> list[dict]:
 
 
 def load(path: Path = OUT) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
+    """The benchmark's records (a .gz file is read through gzip)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(x) for x in f if x.strip()]
+
+
+def dump(records: list[dict], path: Path = OUT) -> None:
+    """Write the records as JSON lines, gzipped (no time stamp: byte for byte the same) when the path ends in .gz."""
+    from retriage.core.output import atomic_output
+
+    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records).encode("utf-8")
+    with atomic_output(path, binary=True) as f:  # whole or not at all
+        f.write(gzip.compress(text, mtime=0) if str(path).endswith(".gz") else text)
 
 
 def main(argv: list[str]) -> None:
     from collections import Counter
 
-    from retriage.core.output import write_text_atomic
-
     path = Path(argv[0]) if argv else OUT
     records = build()
-    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
+    dump(records, path)
     by = Counter((r["split"], r["log_only_ok"]) for r in records)
     print(f"{len(records)} traces -> {path}: " + ", ".join(
         f"{s} {by[(s, True)] + by[(s, False)]} ({by[(s, True)]} log-only-ok)" for s in SPLITS))

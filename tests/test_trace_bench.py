@@ -169,7 +169,7 @@ def test_log_only_ok_needs_the_class_evidence_in_the_log():
 
 
 def test_the_shipped_benchmark_is_what_the_script_writes():
-    """bench/data/trace_bench.jsonl is the script's output over the current labels and corpus: a change to
+    """bench/data/trace_bench.jsonl.gz is the script's output over the current labels and corpus: a change to
     either, or to the extraction, makes this fail (rerun `.venv/bin/python bench/traces_cut.py`)."""
     shipped = tc.load()
     built = tc.build()

@@ -182,3 +182,36 @@ def test_calibrate_without_traces_says_so_in_one_line_and_writes_nothing(tmp_pat
     assert "missing" in message and "manifest.toml" in message and "\n" not in message
     assert calibrate.PRECISION_FILE.read_bytes() == before
     assert calibrate.TRACES_DIR.is_dir() and (calibrate.TRACES_DIR / "manifest.toml").is_file()
+
+
+def test_a_fact_decides_only_at_the_measured_bar():
+    """A fact parsed from the log (triage/evidence.py) weighs as a rule does: at the bar it decides with its
+    measured precision and says so; below it, or unmeasured, the model stands; of a trusted rule and a trusted
+    fact, the higher measured precision decides."""
+    facts = {"collective_timeout": "1 collective watchdog timeout(s)"}
+    signals = {"collective_timeout": "RE.3"}
+    bar = Precision(0.8, 2, {})
+    v = decide([], "RE.1", 0.99, False, "", precision=bar, facts=facts, evidence_counts={"collective_timeout": (9, 9)},
+               signals=signals)
+    assert (v.re_class, v.source, v.confidence) == ("RE.3", "evidence", 0.90)
+    assert "\n" not in v.reason and "9 of 9" in v.reason and "RE.1 (0.99)" in v.reason and v.rule["kind"] == "evidence"
+    for counts in ({"collective_timeout": (3, 4)}, {"collective_timeout": (1, 1)}, {}):
+        v = decide([], "RE.1", 0.99, False, "", precision=bar, facts=facts, evidence_counts=counts, signals=signals)
+        assert (v.re_class, v.source) == ("RE.1", "model")
+    m, raw = first_match("holdout/torch_container_shm_plain_h2.txt")  # a /dev/shm rule, class RE.1 here
+    strong_rule = Precision(0.8, 2, {m.rule.id: (40, 40)})
+    v = decide([m], "none", 0.6, False, raw, precision=strong_rule, facts=facts,
+               evidence_counts={"collective_timeout": (9, 9)}, signals=signals)
+    assert v.source == "rule" and v.re_class == "RE.1"
+    weak_rule = Precision(0.8, 2, {m.rule.id: (5, 5)})
+    v = decide([m], "none", 0.6, False, raw, precision=weak_rule, facts=facts,
+               evidence_counts={"collective_timeout": (30, 30)}, signals=signals)
+    assert v.source == "evidence" and v.re_class == "RE.3" and m.rule.id in v.reason
+
+
+def test_shipped_fact_precisions_are_below_one_and_the_verdict_reads_no_fact_without_facts():
+    from retriage.triage.verdict import default_evidence_precision
+
+    counts = default_evidence_precision()
+    assert counts and all(smoothed(r, n) < 1 and r <= n for r, n in counts.values())
+    assert decide([], "RE.1", 0.9, False, "", facts=None).source == "model"

@@ -6,7 +6,10 @@ matching rule gives the fix. The class is one verdict (triage/verdict.py): the f
 class was right often enough on the labeled traces (its measured precision at the bar), else the model's, and
 then the rule's fix is only worth checking; when they differ the answer says why in one line. The environment
 block (GPU models, compute capabilities, versions: taxonomy/environment.py) is shown and used: mixed GPUs are
-RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix.
+RE.3 evidence, bf16 on a GPU below compute capability 8.0 adds the dtype fix. The facts parsed from the log
+(triage/evidence.py: process groups, watchdog timeouts, Ray workers, prefill counters ...) are shown, read by the
+rules that require or exclude them, and weighed in the verdict by their measured precision. A regression named in
+the log ("worked on 0.6.3, fails on 0.7.0", "bisected to #123": triage/regression.py) leads the first fix's steps.
 
 Two ways to the class: the fast path (static MiniLM features read by a head distilled from the model,
 classifier/fast_path.py: a few milliseconds) answers when it is clearly on one side of the model's decision
@@ -24,7 +27,9 @@ from retriage.core.document import document
 from retriage.classifier.model import IssueClassifier
 from retriage.db.neighbours import NeighbourIndex
 from retriage.triage import engine as engine_detect
+from retriage.triage import evidence as evidence_facts
 from retriage.triage import logtext
+from retriage.triage import regression as regression_read
 from retriage.triage.fixtext import fix as fix_entry
 from retriage.triage.verdict import decide
 from retriage.core.rules import Match, applies_to, default_rules, match_rules
@@ -56,13 +61,15 @@ class TriageResult:
     model_class: dict = field(default_factory=dict)  # the model's own answer: {"re_class", "re_confidence"}
     environment: dict | None = None  # GPUs, compute capabilities, versions found in the log
     fix_worth_checking: bool = False  # the first rule is below the precision bar: its fix is worth checking only
+    facts: dict = field(default_factory=dict)  # fact name -> phrase, parsed from the log (triage/evidence.py)
+    regression: dict | None = None  # a regression the log names (triage/regression.py), its step leads the fixes
 
     def to_json(self) -> dict:
         """The documented --json shape (README, "classify")."""
         d = asdict(self)
         keys = ["engine", "engine_reason", "re_class", "re_confidence", "class_source", "class_rule", "model_class",
                 "component", "component_confidence", "abstained", "fixes", "evidence", "similar", "exception",
-                "frames", "disagreement", "environment", "notes", "model_version", "fast_path"]
+                "frames", "disagreement", "environment", "facts", "regression", "notes", "model_version", "fast_path"]
         return {k: d[k] for k in keys}
 
 
@@ -85,8 +92,12 @@ class Triage:
     each trace quickly. `fast=False` always runs the full model. `index=False` asks the database for similar
     issues each time instead of holding their vectors (cheaper for a process that answers once)."""
 
-    def __init__(self, model: IssueClassifier | None = None, embedder=None, fast: bool = True, index: bool = True):
+    def __init__(self, model: IssueClassifier | None = None, embedder=None, fast: bool = True, index: bool = True,
+                 evidence: bool = True):
         self.model = model or IssueClassifier.load()
+        self.use_evidence = evidence  # False: the answer as before the facts were read (for measuring them)
+        self.rules = None  # None: taxonomy/rules.toml; a list: these rules (a benchmark's "before")
+        self.precision = None  # None: taxonomy/rule_precision.toml
         self._embedder = embedder
         self.fast_head = self.static = None
         self.fast_unavailable = ""  # why the fast path is off although it was asked for
@@ -153,25 +164,29 @@ class Triage:
         """`con`: a DuckDB connection, a function returning one (or None), or None for no similar issues."""
         log = logtext.parse(data)
         guess = engine_detect.detect(log.raw, engine)  # as pasted: worker prefixes (Worker_TP0, TP0) are engine signals
-        every_match = match_rules(log.lines)  # once: the features read them too, through the document
+        env = env_parse.parse(log.raw)
+        mixed = evidence_facts.mixed_gpus(env)
+        facts = evidence_facts.facts(log.raw, mixed or "") if self.use_evidence else None
+        # once: the features read them too, through the document
+        every_match = match_rules(log.lines, rules=self.rules, facts=facts)
         matches = [m for m in every_match if applies_to(m.rule, guess.engine)]
         title = log.lines[log.exception_line] if log.exception_line is not None else (
             log.lines[log.last_error_line] if log.last_error_line is not None else "")
         v = document(title, log.text, matches=tuple(every_match))
         probabilities, vector, fast = self._probabilities(v)
         pred = self.model.predictions_from(*probabilities)[0]
-        env = env_parse.parse(log.raw)
         extra = _environment_fixes(env, log.raw, matches)
         if extra:
             matches = matches[:1] + extra + matches[1:] if matches else extra
-        mixed = (", ".join(env.gpu_models) + (f"; compute capability {' / '.join(env.compute_capabilities)}"
-                                               if len(env.compute_capabilities) > 1 else "")) if env.mixed else None
         verdict = decide([m for m in matches if not m.line.startswith("environment: ")], pred.re_class,
-                         pred.re_confidence, pred.abstained, log.raw, mixed_gpus=mixed)
+                         pred.re_confidence, pred.abstained, log.raw, mixed_gpus=mixed, precision=self.precision,
+                         facts=facts)
+        regression = regression_read.regression_advice(log.raw) if self.use_evidence else None
 
         evidence: list[str] = []
         env_lines = [f"environment: mixed GPUs ({mixed})"] if mixed else []
-        for line in [m.line for m in matches[:MAX_FIXES]] + env_lines + [title]:
+        lead = [f"regression: {regression['line']}"] if regression else []
+        for line in lead + [m.line for m in matches[:MAX_FIXES]] + env_lines + [title]:
             line = line.strip()[:400]  # cut before comparing: a long line must not appear twice
             if line and line not in evidence:
                 evidence.append(line)
@@ -194,9 +209,11 @@ class Triage:
             engine=guess.engine, engine_reason=guess.reason,
             re_class=verdict.re_class, re_confidence=verdict.confidence,
             component=pred.component, component_confidence=pred.component_confidence, abstained=verdict.abstained,
-            fixes=[fix_entry(m, guess.engine) for m in matches[:MAX_FIXES]], evidence=evidence, similar=neighbours,
+            fixes=regression_read.lead_with([fix_entry(m, guess.engine) for m in matches[:MAX_FIXES]], regression),
+            evidence=evidence, similar=neighbours,
             exception=exc, frames=log.frames, disagreement=verdict.reason, notes=notes,
             model_version=self.model.version, fast_path=fast, class_source=verdict.source, class_rule=verdict.rule,
             model_class={"re_class": pred.re_class, "re_confidence": pred.re_confidence},
-            environment=env.to_json(), fix_worth_checking=verdict.worth_checking,
+            environment=env.to_json(), fix_worth_checking=verdict.worth_checking, facts=facts or {},
+            regression=regression,
         )

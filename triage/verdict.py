@@ -26,6 +26,16 @@ from retriage.taxonomy import HERE as TAXONOMY_DIR
 from retriage.triage.rule_class import rule_class
 
 PRECISION_FILE = TAXONOMY_DIR / "rule_precision.toml"
+EVIDENCE_PRECISION_FILE = TAXONOMY_DIR / "evidence_precision.toml"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson interval of k right out of n."""
+    if n == 0:
+        return 0.0, 1.0
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def smoothed(right: int, traces: int) -> float:
@@ -59,6 +69,21 @@ def default_precision() -> Precision:
     return load_precision(PRECISION_FILE)
 
 
+@lru_cache(maxsize=1)
+def default_evidence_precision() -> dict[str, tuple[int, int]]:
+    """Fact name -> (right, traces) on the train side (taxonomy/evidence_precision.toml); empty without it."""
+    if not EVIDENCE_PRECISION_FILE.exists():
+        return {}
+    with open(EVIDENCE_PRECISION_FILE, "rb") as f:
+        d = tomllib.load(f)
+    return {k: (int(v["right"]), int(v["traces"])) for k, v in d.get("facts", {}).items()}
+
+
+def _measured(right: int, n: int, p: float) -> str:
+    lo, hi = wilson(right, n)
+    return f"precision {p:.2f}: right on {right} of {n} labeled traces, 95 % interval {lo:.2f}-{hi:.2f}"
+
+
 def load_precision(path: Path) -> Precision:
     with open(path, "rb") as f:
         d = tomllib.load(f)
@@ -70,32 +95,73 @@ def load_precision(path: Path) -> Precision:
 class Verdict:
     re_class: str
     confidence: float  # the model's probability, or the rule's measured precision when the rule decided (< 1)
-    source: str  # "model" or "rule"
+    source: str  # "model", "rule" or "evidence" (a fact parsed from the log, triage/evidence.py)
     reason: str | None  # one line when the rule and the model differ or the class was refined
     abstained: bool
-    rule: dict | None = None  # the deciding rule: {"id", "right", "traces"}
+    rule: dict | None = None  # the deciding rule or fact: {"id", "kind", "right", "traces"} (+ "evidence")
     worth_checking: bool = False  # a rule matched below the bar: its fix is shown as worth checking
 
 
+def _fact_candidates(facts: dict[str, str] | None, precision: Precision, counts: dict[str, tuple[int, int]],
+                     signals: dict[str, str]) -> list[tuple[float, str, str, int, int, str]]:
+    """(precision, class, fact, right, traces, phrase) of the shown facts that reach the bar, best first."""
+    out = []
+    for name, phrase in (facts or {}).items():
+        cls = signals.get(name)
+        right, n = counts.get(name, (0, 0))
+        p = smoothed(right, n)
+        if cls and n >= precision.min_traces and p >= precision.threshold:
+            out.append((p, cls, name, right, n, phrase))
+    return sorted(out, key=lambda c: -c[0])
+
+
 def decide(matches: list[Match], model_class: str, model_confidence: float, model_abstained: bool, text: str,
-           mixed_gpus: str | None = None, precision: Precision | None = None) -> Verdict:
+           mixed_gpus: str | None = None, precision: Precision | None = None, facts: dict[str, str] | None = None,
+           evidence_counts: dict[str, tuple[int, int]] | None = None, signals: dict[str, str] | None = None
+           ) -> Verdict:
+    """`facts`: fact name -> phrase (triage/evidence.py); None (or empty) leaves the evidence out of the verdict.
+    `evidence_counts` and `signals` default to the shipped files."""
     precision = precision or default_precision()
+    if facts:
+        from retriage.triage import evidence
+
+        signals = evidence.signals() if signals is None else signals
+        evidence_counts = default_evidence_precision() if evidence_counts is None else evidence_counts
+        best_fact = next(iter(_fact_candidates(facts, precision, evidence_counts, signals)), None)
+    else:
+        best_fact = None
     reason, below = None, False
+    model = f"the model alone said {model_class} ({model_confidence:.2f})"
+    rule_p = None
     if matches:
         m = matches[0]
         cls, devices = rule_class(m, text)
         right, n = precision.of(m.rule.id)
         p = _shown(precision.precision(m.rule.id))
-        model = f"the model alone said {model_class} ({model_confidence:.2f})"
         if precision.trusted(m.rule.id):
-            basis = (f"rule {m.rule.id} (precision {p:.2f}: right on {right} of {n} labeled traces, at or above "
-                     f"the {precision.threshold:.2f} bar)")
+            rule_p = precision.precision(m.rule.id)
+    if best_fact is not None and (rule_p is None or best_fact[0] > rule_p):
+        fp, fcls, name, fright, fn, phrase = best_fact
+        shown = _shown(fp)
+        basis = (f"the log shows {phrase} (evidence {name}, {_measured(fright, fn, shown)}, at or above the "
+                 f"{precision.threshold:.2f} bar)")
+        if fcls != model_class:
+            reason = f"{fcls} from {basis}; {model}"
+        if matches and cls != fcls:
+            extra = f"rule {matches[0].rule.id} suggests {cls}, with a lower measured precision"
+            reason = f"{reason}; {extra}" if reason else f"{fcls} from {basis}; {extra}"
+        return Verdict(fcls, shown, "evidence", reason, False,
+                       {"id": name, "kind": "evidence", "right": fright, "traces": fn, "evidence": phrase})
+    if matches:
+        if rule_p is not None:
+            basis = f"rule {m.rule.id} ({_measured(right, n, p)}, at or above the {precision.threshold:.2f} bar)"
             if devices:
                 reason = (f"{cls}: {basis} with {devices}, where the guide counts the failure as multi-device"
                           + ("" if cls == model_class else f"; {model}"))
             elif cls != model_class:
                 reason = f"{cls} from {basis}; {model}"
-            return Verdict(cls, p, "rule", reason, False, {"id": m.rule.id, "right": right, "traces": n})
+            return Verdict(cls, p, "rule", reason, False, {"id": m.rule.id, "kind": "rule", "right": right,
+                                                          "traces": n})
         below = True
         if cls != model_class:
             basis = (f"measured on {n} labeled trace{'s' if n != 1 else ''} only" if n < precision.min_traces
@@ -103,6 +169,18 @@ def decide(matches: list[Match], model_class: str, model_confidence: float, mode
                           f"{precision.threshold:.2f} bar" if n else "not yet measured on labeled traces")
             reason = (f"rule {m.rule.id} suggests {cls}, but it was {basis}: the model's "
                       f"{model_class} ({model_confidence:.2f}) stands; the rule's fix is worth checking")
+    if facts and reason is None:  # a shown fact that points elsewhere but is not measured well enough: say so
+        counts = evidence_counts or {}
+        other = sorted((smoothed(*counts.get(k, (0, 0))), k) for k in facts
+                       if signals.get(k, model_class) != model_class)
+        if other:
+            _, k = other[-1]
+            right, n = counts.get(k, (0, 0))
+            measured = (f"right on {right} of {n} labeled traces, precision {_shown(smoothed(right, n)):.2f}, below "
+                        f"the {precision.threshold:.2f} bar" if n >= precision.min_traces else
+                        f"measured on {n} labeled trace{'s' if n != 1 else ''} only")
+            reason = (f"the log shows {facts[k]}, which points to {signals[k]}, but that evidence was {measured}: the "
+                      f"model's {model_class} ({model_confidence:.2f}) stands; worth checking")
     if mixed_gpus and model_class != "RE.3":
         extra = f"the machine mixes GPUs ({mixed_gpus}): if the failure happens only across them, it is RE.3"
         reason = f"{reason}; {extra}" if reason else extra

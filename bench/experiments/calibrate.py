@@ -5,7 +5,7 @@
 writes taxonomy/rule_precision.toml. A developer tool (run from the checkout's root), not part of the package.
 
 Calibration inputs (`inputs`):
-- the train side of the trace benchmark (bench/data/trace_bench.jsonl, bench/traces_cut.py: error blocks cut from
+- the train side of the trace benchmark (bench/data/trace_bench.jsonl.gz, bench/traces_cut.py: error blocks cut from
   the labeled vLLM, SGLang and llama.cpp issues created before classifier/splits.FUTURE_CUTOFF), each with its
   issue's label;
 - the hand-picked traces (TRACES_DIR: manifest.toml, manifest_added.toml; never the held-out folder), which stay
@@ -44,7 +44,7 @@ from retriage.triage.verdict import PRECISION_FILE, Precision, decide, smoothed
 MANIFESTS = ("manifest.toml", "manifest_added.toml")
 ROOT = Path(__file__).resolve().parents[2]  # the checkout's, wherever it runs
 TRACES_DIR = ROOT / "tests" / "data" / "traces"
-BENCH_FILE = ROOT / "bench" / "data" / "trace_bench.jsonl"
+BENCH_FILE = ROOT / "bench" / "data" / "trace_bench.jsonl.gz"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)  # 1.0: rules never decide (precision is below 1)
 MIN_TRACES = 2
 TEST_SIDES = ("test_time", "test_trtllm")
@@ -81,7 +81,9 @@ def labeled(folder: Path, names=MANIFESTS) -> list[dict]:
 
 
 def read_bench(path: Path = BENCH_FILE) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
+    import gzip
+
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
         return [json.loads(x) for x in f if x.strip()]
 
 
@@ -125,9 +127,11 @@ def inputs(folder: Path = TRACES_DIR, bench: list[dict] | None = None, entries: 
 
 def first_rule(data: bytes, rules: dict | None = None) -> tuple[str | None, str | None, str]:
     """(first rule id, its class for this text, the text) as `retriage classify` finds them."""
+    from retriage.triage import evidence  # the facts the rules may require or exclude, as classify reads them
+
     log = logtext.parse(data)
     guess = engine_detect.detect(log.text, None)
-    found = [m for m in match_rules(log.lines) if applies_to(m.rule, guess.engine)]
+    found = [m for m in match_rules(log.lines, facts=evidence.facts(log.raw)) if applies_to(m.rule, guess.engine)]
     if not found:
         return None, None, log.raw
     return found[0].rule.id, rule_class(found[0], log.raw)[0], log.raw
@@ -204,7 +208,7 @@ def write(precision: Precision, scores: dict[float, float], ans: list[Answer], p
         "# Each known-fix rule's measured precision: on how many calibration traces it was the first match (as",
         "# `retriage classify` finds it) and on how many of them its class was the label's; precision =",
         "# (right + 1) / (traces + 2), never 1.0 (`fixtures`: how many of the traces are hand-picked ones).",
-        f"# Calibration traces: the train side of bench/data/trace_bench.jsonl ({bench} error blocks of labeled",
+        f"# Calibration traces: the train side of bench/data/trace_bench.jsonl.gz ({bench} error blocks of labeled",
         f"# vLLM, SGLang and llama.cpp issues created before {FUTURE_CUTOFF}) and {len(ans) - bench} hand-picked "
         "traces of",
         "# tests/data/traces cut from no test-side issue; never a test-side trace. Written by",

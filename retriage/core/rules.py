@@ -8,6 +8,11 @@ evidence.
 A rule may name values to read from the log (`captures`: name -> regexes with one group, tried in order over the
 original text, case-insensitively); its steps quote them as `{name}` or `{name|text when not found}`, so that
 an answer can say "`--max-model-len 5632`" when the engine printed that estimate.
+
+A rule may also read the facts parsed from the log (triage/evidence.py: "collective_crash", "low_prefix_reuse"
+...): `requires_evidence` (all must be shown), `excludes_evidence` (none may be shown) and `matched_by_evidence`
+(any one shown matches the rule on its own, the fact's phrase as the evidence line). Without facts (None) these
+are not read.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class Rule:
     captures: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # (name, regexes tried in order)
     multi_device_class: str | None = None  # the class instead of re_class when the log runs several devices
     mixed_gpu_class: str | None = None  # the class instead of re_class when the machine mixes compute capabilities
+    requires_evidence: tuple[str, ...] = ()  # facts that must all be shown (triage/evidence.py)
+    excludes_evidence: tuple[str, ...] = ()  # facts that must not be shown
+    matched_by_evidence: tuple[str, ...] = ()  # facts that match the rule on their own
 
     def steps_for(self, engine: str | None, values: dict | None = None) -> list[str]:
         """This engine's steps (or the default ones), placeholders filled from `values` (or their fallback)."""
@@ -103,10 +111,10 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
         if d["tag"] not in tags or d["re_class"] not in classes or d["component"] not in comps or \
                 d.get("multi_device_class", "RE.3") not in classes or d.get("mixed_gpu_class", "RE.3") not in classes:
             raise RulesError(f"rule {rid}: unknown tag, class or component")
-        if not d.get("patterns"):
+        if not d.get("patterns") and not d.get("matched_by_evidence"):
             raise RulesError(f"rule {rid}: no patterns")
         try:
-            pat = _alternation(d["patterns"])
+            pat = _alternation(d.get("patterns") or ["(?!x)x"])
             notp = _alternation(d["not_patterns"]) if d.get("not_patterns") else None
         except (re.error, ValueError) as e:
             raise RulesError(f"rule {rid}: bad regex: {e}") from None
@@ -119,7 +127,8 @@ def load_rules(path: Path = RULES_FILE) -> tuple[list[Rule], re.Pattern]:
         rules.append(Rule(rid, d["tag"], d["title"], d["re_class"], d["component"], tuple(d.get("engines", [])),
                           pat, notp, steps, tuple(d.get("caveats", [])),
                           tuple(d.get("sources", [])), captures, d.get("multi_device_class"),
-                          d.get("mixed_gpu_class")))
+                          d.get("mixed_gpu_class"), tuple(d.get("requires_evidence", ())),
+                          tuple(d.get("excludes_evidence", ())), tuple(d.get("matched_by_evidence", ()))))
     wrappers = _alternation(data.get("wrappers", []) or ["(?!x)x"])
     return rules, wrappers
 
@@ -152,19 +161,30 @@ def applies_to(rule: Rule, engine: str | None) -> bool:
     return not (engine and rule.engines and engine not in rule.engines)
 
 
-def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] | None = None) -> list[Match]:
+def _evidence_allows(rule: Rule, facts: dict[str, str] | None) -> bool:
+    if facts is None:
+        return True
+    return all(f in facts for f in rule.requires_evidence) and not any(f in facts for f in rule.excludes_evidence)
+
+
+def match_rules(lines: list[str], engine: str | None = None, rules: list[Rule] | None = None,
+                facts: dict[str, str] | None = None) -> list[Match]:
     """Every applicable rule that matches, in priority order, each with its first matching line.
 
-    With a known engine, rules restricted to other engines are skipped."""
+    With a known engine, rules restricted to other engines are skipped. `facts` (fact name -> phrase, from
+    triage/evidence.py) are read by the rules' evidence clauses (module docstring); None ignores them."""
     rules = rules if rules is not None else default_rules()[0]
     text = fold("\n".join(lines))
     starts = None
     out = []
     for rule in rules:
-        if not applies_to(rule, engine):
+        if not applies_to(rule, engine) or not _evidence_allows(rule, facts):
             continue
         m = rule.pattern.search(text)
         if not m:
+            shown = next((f for f in rule.matched_by_evidence if facts and f in facts), None)
+            if shown:
+                out.append(Match(rule, f"evidence: {facts[shown]}"))
             continue
         if rule.not_pattern is not None and rule.not_pattern.search(text):
             continue
