@@ -1,5 +1,8 @@
 """The lexical (BM25) index of `retriage search`, kept as files in the cache folder and keyed by the database's
-content: each issue's title (twice), body and every comment. Pull requests are left out.
+content: what the reporter and commenters wrote, cleaned as `show` displays it (core/textprep.for_reading:
+no environment dumps, template checklists or instructions), the title twice and the failure lines (exceptions,
+machine error lines: core/textprep.failure_lines) twice, so that a query an error line answers
+ranks that issue above one whose prose only mentions the words. Pull requests are left out.
 
 An index lives in `<cache>/lexical/search-<fingerprint>/` (core/paths.cache_dir). The fingerprint is one DuckDB
 aggregate over the issues and comments (key, `updated_at`, text lengths; about 0.1 s on the snapshot), so a reader
@@ -13,6 +16,7 @@ the process) is printed by `bench/duplicates --cost-only`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +25,15 @@ import numpy as np
 
 from retriage.core.bm25 import Bm25, term_hashes
 from retriage.core.paths import cache_dir
+from retriage.core.textprep import failure_lines, for_reading
 from retriage.core.tokens import token_counts, tokenize
 
-TOKENS_VERSION = "t5"  # bump when tokenize() or the indexed text changes: old indexes are then not reused
+TOKENS_VERSION = "t8"  # bump when tokenize() or the indexed text changes: old indexes are then not reused
 KIND = "search"  # the folders' prefix (the cost of a build says it too)
 MAX_TEXT = 60000  # characters of an issue's text that are indexed (a pasted 1 MB log adds nothing after this)
 KEEP = 4  # indexes kept in the cache (other databases, earlier states)
+SETTINGS_DUMP = 8  # `name=value` pairs that make a line a settings dump (left out of the index)
+_SETTING = re.compile(r"\b[A-Za-z_]\w*=")
 
 _FINGERPRINT = {
     "issues": "SELECT count(*), coalesce(bit_xor(hash(repo, number, updated_at, length(title), length(body))), 0) "
@@ -43,8 +50,22 @@ _DOCS = """
 
 
 def doc_text(title: str | None, body: str | None, comments: str | None = None) -> str:
-    """What an issue is matched on: the title twice, the body and the comments (each cut at MAX_TEXT)."""
-    return "\n".join([title or "", title or "", (body or "")[:MAX_TEXT], (comments or "")[:MAX_TEXT]])
+    """What an issue is matched on (`indexed`'s text)."""
+    return indexed(title, body, comments)[0]
+
+
+def indexed(title: str | None, body: str | None, comments: str | None = None) -> tuple[str, int]:
+    """(text, failure lines): the title twice, the failure lines of the body and comments (machine lines that carry
+    a failure: core/textprep.failure_lines) twice (once among the text), then the body and the comments as `show`
+    reads them (each cleaned from at most 2 * MAX_TEXT characters and cut to MAX_TEXT), without settings dumps (a line of SETTINGS_DUMP or more `name=value` pairs: vLLM's
+    `Namespace(...)`, its engine config and `SamplingParams(...)` name every option, `speculative_config=None`
+    included, so they would match every query about any option)."""
+    texts = []
+    for t in (body, comments):
+        lines = for_reading((t or "")[:2 * MAX_TEXT], MAX_TEXT).splitlines()
+        texts.append("\n".join(ln for ln in lines if len(_SETTING.findall(ln)) < SETTINGS_DUMP))
+    failures = failure_lines("\n".join(texts).splitlines())
+    return "\n".join([title or "", title or "", *failures, *texts]), len(failures)
 
 
 def fingerprint(con) -> str:
@@ -65,6 +86,7 @@ class LexicalIndex:
     bm25: Bm25
     repos: np.ndarray
     numbers: np.ndarray
+    failures: np.ndarray | None = None  # failure lines per issue (core/textprep.failure_lines of its text)
     _rows: dict = field(default_factory=dict, repr=False)
 
     def row(self, repo: str, number: int) -> int | None:
@@ -85,9 +107,15 @@ class LexicalIndex:
         """BM25 of every issue (in index order) for a question, and the question's ceiling (core/bm25)."""
         return self.bm25.score(tokenize(text))
 
-    def coverage(self, text: str) -> np.ndarray:
-        """The share of the question's terms (idf-weighted) each issue contains (1: all of them)."""
-        return self.bm25.coverage(tokenize(text))
+    def coverage(self, text: str, known_only: bool = False) -> np.ndarray:
+        """The share of the question's terms (idf-weighted) each issue contains (1: all of them; 0 everywhere
+        when a term is in no issue, unless `known_only`: then the share of the terms some issue holds)."""
+        terms = tokenize(text)
+        if known_only and len(self.bm25.term_hash):
+            h = term_hashes(terms)
+            pos = np.minimum(np.searchsorted(self.bm25.term_hash, h), len(self.bm25.term_hash) - 1)
+            terms = [t for t, ok in zip(terms, self.bm25.term_hash[pos] == h) if ok]
+        return self.bm25.coverage(terms)
 
     def __len__(self) -> int:
         return len(self.numbers)
@@ -109,11 +137,12 @@ def _old_counts() -> dict:
         return {}
     try:
         a = {n: np.load(folder / f"{n}.npy", allow_pickle=False)
-             for n in ("repo", "number", "stamp", "count_doc", "count_term", "count_n")}
+             for n in ("repo", "number", "stamp", "count_doc", "count_term", "count_n", "failures")}
     except (OSError, ValueError, EOFError):
         return {}  # a damaged index: every issue is tokenised
     bounds = np.searchsorted(a["count_doc"], np.arange(len(a["number"]) + 1))
-    return {(r, int(n), int(s)): (a["count_term"][bounds[i]:bounds[i + 1]], a["count_n"][bounds[i]:bounds[i + 1]])
+    return {(r, int(n), int(s)): (a["count_term"][bounds[i]:bounds[i + 1]], a["count_n"][bounds[i]:bounds[i + 1]],
+                                  int(a["failures"][i]))
             for i, (r, n, s) in enumerate(zip(a["repo"].tolist(), a["number"].tolist(), a["stamp"].tolist()))}
 
 
@@ -125,30 +154,33 @@ def build(con, fp: str | None = None) -> tuple[LexicalIndex, dict]:
     fp = fp or fingerprint(con)
     cols = con.execute(_DOCS).fetchall()
     old = _old_counts()
-    docs, terms, counts, stamps = [], [], [], []
+    docs, terms, counts, stamps, failures = [], [], [], [], []
     tokenised = 0
     for i, (repo, number, title, body, comments, stamp) in enumerate(cols):
         stamp = int(stamp) & (2**63 - 1)
         stamps.append(stamp)
         hit = old.get((repo, number, stamp))
         if hit is None:
-            c = token_counts(doc_text(title, body, comments))
-            hit = (term_hashes(c.keys()), np.fromiter(c.values(), dtype=np.int32, count=len(c)))
+            text, n_failures = indexed(title, body, comments)
+            c = token_counts(text)
+            hit = (term_hashes(c.keys()), np.fromiter(c.values(), dtype=np.int32, count=len(c)), n_failures)
             tokenised += 1
         docs.append(np.full(len(hit[0]), i, dtype=np.int32))
         terms.append(hit[0])
         counts.append(hit[1])
+        failures.append(hit[2])
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt))
     count_doc, count_term, count_n = cat(docs, np.int32), cat(terms, np.uint64), cat(counts, np.int32)
     bm25 = Bm25.from_counts(len(cols), count_doc, count_term, count_n)
     repos = np.array([c[0] for c in cols], dtype=str)
     numbers = np.array([c[1] for c in cols], dtype=np.int64)
+    fails = np.array(failures, dtype=np.int32)
     bm25.save(_folder(fp), {"repo": repos, "number": numbers, "stamp": np.array(stamps, dtype=np.int64),
-                            "count_doc": count_doc, "count_term": count_term, "count_n": count_n})
+                            "count_doc": count_doc, "count_term": count_term, "count_n": count_n, "failures": fails})
     _prune()
     cost = {"kind": KIND, "issues": len(cols), "tokenised": tokenised, "reused": len(cols) - tokenised,
             "postings": int(len(count_doc)), "seconds": round(time.perf_counter() - t0, 2)}
-    return LexicalIndex(bm25, repos, numbers), cost
+    return LexicalIndex(bm25, repos, numbers, fails), cost
 
 
 def _prune() -> None:
@@ -173,8 +205,8 @@ def load(con, build_missing: bool = True) -> LexicalIndex | None:
         except OSError:
             pass
         try:
-            return LexicalIndex(Bm25.load(folder), np.load(folder / "repo.npy", allow_pickle=False),
-                                np.load(folder / "number.npy", allow_pickle=False))
+            return LexicalIndex(Bm25.load(folder), *(np.load(folder / f"{n}.npy", allow_pickle=False)
+                                                     for n in ("repo", "number", "failures")))
         except (OSError, ValueError, EOFError):
             shutil.rmtree(folder, ignore_errors=True)  # a damaged file: built again below, in its place
     if not build_missing:

@@ -68,8 +68,14 @@ def _masked(rows: list[dict], fields=("title", "body")) -> list[dict]:
 
 
 def upsert_issues(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:
-    """Insert or replace issue rows; returns counts of new, updated and unchanged rows."""
-    return _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, ISSUE_TYPES, ("repo", "number"), _masked(rows))
+    """Insert or replace issue rows, and their engine versions (db/versions.py); returns counts of new, updated
+    and unchanged rows."""
+    from retriage.db import versions
+
+    rows = _masked(rows)
+    counts = _upsert(con, "issues", "_stage_issues", ISSUE_COLUMNS, ISSUE_TYPES, ("repo", "number"), rows)
+    versions.store(con, rows)
+    return counts
 
 
 def upsert_comments(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, int]:

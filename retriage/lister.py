@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from retriage import taxonomy
 from retriage.core.days import parse_day
 from retriage.core.errors import UserError
-from retriage.db import queries
+from retriage.db import queries, versions
+from retriage.taxonomy.versions import parse_filter
 
 STATES = ("open", "closed")
 
@@ -25,6 +26,7 @@ class ListFilter:
     unsure: bool | None = None
     sort: str = "created"
     limit: int = 20
+    version: str | None = None  # a release (0.26), an exact version (0.26.0, b5432), main, unknown or LO..HI
 
 
 def _choice(value: str | None, choices, option: str) -> str | None:
@@ -48,13 +50,20 @@ def list_issues(con, f: ListFilter, model_version: str | None) -> list[dict]:
     since, until = parse_day(f.since, "--since"), parse_day(f.until, "--until")
     if since and until and since > until:
         raise UserError(f"--since {since} is after --until {until}", exit_code=2)
+    try:
+        version = parse_filter(f.version)
+    except ValueError as e:
+        raise UserError(f"--version: {e}", exit_code=2) from None
     rows = queries.list_issues(
         con, model_version, repos or None,
         re_class=_choice(f.re_class, taxonomy.re_class_ids(), "--class"),
         component=_choice(f.component, taxonomy.component_ids(), "--component"),
         fix=_choice(f.fix, taxonomy.fix_tag_ids(), "--fix"), state=_choice(f.state, STATES, "--state"),
         since=since, until=until, unsure=f.unsure, sort=_choice(f.sort, tuple(queries.LIST_SORTS), "--sort"),
-        limit=f.limit)
+        limit=f.limit if version is None else 100000)
+    if version is not None:  # the issues on that version (db/versions.py), in the same order
+        keys = versions.matching(con, version)
+        rows = [r for r in rows if (r["repo"], r["number"]) in keys][:f.limit]
     from retriage.classifier.decision import unchecked_note
 
     for r in rows:  # a prediction stored before its note was (schema version 4): the note it would carry

@@ -32,6 +32,42 @@ def team_labeled(repo: str, number: int) -> dict | None:
             "source": "team labels only (not in the database): taxonomy/labels"}
 
 
+def predict_labeled(con: duckdb.DuckDBPyConnection, info: dict, similar: int, model: str | None) -> dict:
+    """A labeled-only issue (`team_labeled`) read as `label` reads an issue: its labeled title and body through the
+    model and the one decision (classifier/decision.py), the known fixes' steps for its engine, and the similar
+    issues of the database to its vector. Nothing is stored."""
+    from datetime import datetime, timezone
+
+    from retriage.classifier import current_model_name
+    from retriage.classifier.decision import decide_issue
+    from retriage.classifier.embed import get_embedder
+    from retriage.classifier.embedding_cache import embed_views
+    from retriage.classifier.features import views
+    from retriage.classifier.model import IssueClassifier
+    from retriage.taxonomy import engine_for_repo
+
+    issue = info["issue"]
+    classifier = IssueClassifier.load(model)
+    doc = views(issue["title"], issue["body"])
+    embedded = embed_views(None, [doc], embedder=get_embedder("numpy"))  # read-only: nothing cached
+    pred = classifier.predict([doc], embedded)[0]
+    e = engine_for_repo(issue["repo"])
+    d = decide_issue(doc, issue["body"], e.id if e else None, pred, classifier.version)
+    info["prediction"] = {"repo": issue["repo"], "number": issue["number"], "re_class": d.re_class,
+                          "component": pred.component, "confidence": pred.re_confidence,
+                          "component_confidence": pred.component_confidence, "abstained": d.abstained,
+                          "known_fixes": d.known_fixes, "model_version": classifier.version,
+                          "labeled_at": datetime.now(timezone.utc).replace(tzinfo=None),
+                          "made_by": d.made_by + " · from the labeled text (not stored)", "note": d.note}
+    info["advice"] = issue_advice(issue, d.known_fixes)
+    if similar > 0:
+        from retriage.db.similar import similar_issues
+
+        info["similar"] = similar_issues(con, embedded[0][0], current_model_name(model), limit=similar,
+                                         exclude=(issue["repo"], issue["number"]))
+    return info
+
+
 MAX_SIMILAR = 100
 
 
@@ -45,7 +81,7 @@ def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: st
         labeled = team_labeled(repo, number)
         if labeled is not None:
             labeled["correction"] = queries.correction(con, repo, number)
-            return labeled
+            return predict_labeled(con, labeled, similar, model)
         raise UserError(f"{format_ref(repo, number)} is not in the database "
                         f"(run `retriage mine {repo}` or `retriage import FILE`)")
     from retriage.classifier import current_model_name, current_model_version  # light: reads metadata only
@@ -62,12 +98,18 @@ def lookup(con: duckdb.DuckDBPyConnection, ref: str, similar: int = 5, model: st
         from retriage.db.similar import similar_issues
 
         neighbours = similar_issues(con, vec, name, limit=similar, exclude=(repo, number))
+    correction = queries.correction(con, repo, number)
+    from retriage.db.versions import reported_on
+
+    re_class = (correction or prediction or {}).get("re_class")
     return {
         "ref": format_ref(repo, number),
         "issue": issue,
         "prediction": prediction,
         "gold": queries.gold_label(con, repo, number),
-        "correction": queries.correction(con, repo, number),  # `retriage relabel`: overrides the prediction
+        "correction": correction,  # `retriage relabel`: overrides the prediction
+        # "reported on vLLM 0.26.0 — N other RE.3 reports on 0.26" (db/versions.py); None when unknown
+        "reported_on": reported_on(con, repo, number, re_class, (prediction or {}).get("model_version") or version),
         "links": queries.links(con, repo, number),
         "similar": neighbours,
         "advice": issue_advice(issue, (prediction or {}).get("known_fixes")),  # the fix steps the bot gives

@@ -16,6 +16,35 @@ def _date(value) -> str:
 
 
 def issue_panel(info: dict, body_chars: int = 600) -> Panel:
+    """`retriage show` on a terminal: the issue's parts in a panel, the similar issues as a table at the end."""
+    parts = issue_parts(info, body_chars)
+    if info.get("similar"):
+        parts += [Text(""), similar_table(info["similar"])]
+    return Panel(Group(*parts), title=f"[bold]{info['ref']}[/]", expand=True)
+
+
+def issue_plain(info: dict, body_chars: int = 600) -> str:
+    """`retriage show` off a terminal: the same parts as plain text, lines whole (no panel, no wrapping), then the
+    similar issues as tab-separated rows with a header."""
+    import io
+
+    from rich.console import Console
+
+    from retriage.core.console import plain_cell
+
+    buf = io.StringIO()
+    Console(file=buf, width=100000, color_system=None, force_terminal=False, highlight=False,
+            soft_wrap=True).print(Group(Text(info["ref"], style="bold"), *issue_parts(info, body_chars)))
+    lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
+    if info.get("similar"):
+        header, rows = similar_plain(info["similar"])
+        lines += ["", "similar issues"] + ["\t".join(plain_cell(c) for c in row) for row in [header, *rows]]
+    from retriage.core.console import visible
+
+    return visible("\n".join(lines)) + "\n"
+
+
+def issue_parts(info: dict, body_chars: int = 600) -> list:
     issue = info["issue"]
     head = Text()
     head.append(f"{issue['title'] or '(no title)'}\n", style="bold")
@@ -71,6 +100,8 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
         table.add_row("fixed by PR", ", ".join(f"#{n}" for n in links["fixed_by"]))
     if links.get("fixes"):
         table.add_row("fixes", ", ".join(f"#{n}" for n in links["fixes"]))
+    if info.get("reported_on"):  # the engine version (db/versions.py)
+        table.add_row("version", Text(info["reported_on"]))
     parts += [Text(""), table]
     if info.get("advice"):
         parts += [Text(""), advice_text(info["advice"])]
@@ -81,9 +112,7 @@ def issue_panel(info: dict, body_chars: int = 600) -> Panel:
     if body:
         snippet = body[:body_chars] + (" …" if len(body) > body_chars else "")
         parts += [Text(""), Text(snippet, style="white")]
-    if info.get("similar"):
-        parts += [Text(""), similar_table(info["similar"])]
-    return Panel(Group(*parts), title=f"[bold]{info['ref']}[/]", expand=True)
+    return parts
 
 
 def _provenance(table: Table, pred: dict) -> None:
@@ -117,19 +146,27 @@ def advice_text(advice: list[dict]) -> Text:
 
 
 def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
+    """Similar issues on a terminal: the title wrapped (never cut), the other cells whole."""
     t = Table(title=title, title_justify="left", expand=True, show_lines=False)
-    t.add_column("issue", no_wrap=True)
-    t.add_column("score", justify="right")
-    t.add_column("state")
-    t.add_column("title", ratio=1)
-    t.add_column("fixing PR")
-    t.add_column("known fix")
+    for col in ("issue", "score", "state", "title", "fixing PR", "known fix"):
+        t.add_column(col, justify="right" if col == "score" else "left", no_wrap=col != "title",
+                     **({"ratio": 1, "min_width": 12, "overflow": "fold"} if col == "title" else {}))
     from retriage.core.refs import format_ref
 
     for r in rows:
-        t.add_row(format_ref(r["repo"], r["number"]), f"{r['score']:.2f}", r.get("state") or "",
-                  f"[link={r.get('html_url')}]{r.get('title') or ''}[/link]", fixing_prs(r), r.get("known_fix") or "")
+        link = f"link {r['html_url']}" if r.get("html_url") else ""
+        t.add_row(Text(format_ref(r["repo"], r["number"]), style=link), f"{r['score']:.2f}", r.get("state") or "",
+                  Text(r.get("title") or ""), fixing_prs(r), r.get("known_fix") or "")
     return t
+
+
+def similar_plain(rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Similar issues off a terminal: (header, rows), the URL last."""
+    from retriage.core.refs import format_ref
+
+    return (["issue", "score", "state", "title", "fixing_pr", "known_fix", "url"],
+            [[format_ref(r["repo"], r["number"]), f"{r['score']:.2f}", r.get("state") or "", r.get("title") or "",
+              fixing_prs(r), r.get("known_fix") or "", r.get("html_url") or ""] for r in rows])
 
 
 def fixing_prs(r: dict) -> str:
@@ -150,39 +187,88 @@ def stats_table(s: dict) -> Table:
     return t
 
 
+def stats_plain(s: dict) -> tuple[list[str], list[list]]:
+    """`retriage stats` off a terminal: one row per repository and one for all (no caption: --json has it)."""
+    rows = [[r["repo"], r["issues"], r["pull_requests"], _date(r["first_created"]), _date(r["last_created"]),
+             r["labeled"], f"{r['share_labeled']:.2f}"] for r in s["repos"]]
+    rows.append(["all", s["issues"], s["pull_requests"], "", "", s["labeled"], f"{s['share_labeled']:.2f}"])
+    return ["repo", "issues", "prs", "created_from", "created_to", "labeled", "share_labeled"], rows
+
+
+
+
+def _issue_fields(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
+    """Each row's reference, class cell (`unsure`, `*` when corrected) and fixes (`?` beside none: worth checking)."""
+    from retriage.core.refs import format_ref
+    from retriage.taxonomy import fix_tag_classes
+
+    implied = fix_tag_classes()
+    refs = [format_ref(r["repo"], r["number"]) for r in rows]
+    classes = [("unsure" if r["abstained"] else r["re_class"]) + ("*" if r.get("corrected") else "") for r in rows]
+    fixes = [[f + ("?" if r["re_class"] == "none" and f in implied and not r.get("corrected") else "")
+              for f in r["known_fixes"] or []] for r in rows]
+    return refs, classes, fixes
+
+
+MIN_TITLE = 30  # the title column's width below which `list` stacks its other columns (two lines a row)
 
 
 def issues_table(rows: list[dict], width: int = 80) -> Table:
-    """`retriage list`: one line per issue; the full URL is in --json/--format."""
-    from retriage.core.refs import format_ref
+    """`retriage list` and `search` on a terminal: one row per issue, the title wrapped (never cut, never
+    dropped), references, numbers and fix tags whole. Where the title would get fewer than MIN_TITLE columns,
+    state and date go under the reference and the component under the class. The full URL is a hyperlink on
+    the reference (and in the plain output, --json and --format)."""
+    from rich import box
 
-    from retriage.taxonomy import fix_tag_classes
-
-    t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left")
-    implied = fix_tag_classes()
-    fixes = [", ".join(f + ("?" if r["re_class"] == "none" and f in implied and not r.get("corrected") else "")
-                       for f in r["known_fixes"] or []) or "-" for r in rows]
+    refs, classes, fixes = _issue_fields(rows)
+    scored = bool(rows) and "score" in rows[0]  # `retriage search`: the score after the issue
+    t = Table(title=f"{len(rows)} issue{'' if len(rows) == 1 else 's'}", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False, expand=True)
     captions = (["* corrected with `retriage relabel` (class, component and fix as corrected)"]
                 if any(r.get("corrected") for r in rows) else [])
-    if any("?" in f for f in fixes):
+    if any(f.endswith("?") for tags in fixes for f in tags):
         captions.append("? a resource fix beside the class none: worth checking (`retriage show` says why)")
     if captions:
-        t.caption = "\n".join(captions)
-    refs = [format_ref(r["repo"], r["number"]) for r in rows]
-    scored = bool(rows) and "score" in rows[0]  # `retriage search`: the score after the issue
-    widths = {"issue": max([len(x) for x in refs] + [5]), **({"score": 5} if scored else {}), "state": 6,
-              "created": 10, "class": 6, "conf": 4, "component": max([len(r["component"]) for r in rows] + [9]),
-              "fixes": max([len(f) for f in fixes] + [5])}
-    for col, width in widths.items():
-        t.add_column(col, justify="right" if col in ("conf", "score") else "left", min_width=width, no_wrap=True)
-    fixed = sum(widths.values()) + 3 * len(widths) + 4  # cells, padding and borders
-    t.add_column("title", max_width=max(16, width - fixed), no_wrap=True, overflow="ellipsis")
-    for ref, fix, r in zip(refs, fixes, rows):
-        cls = ("unsure" if r["abstained"] else r["re_class"]) + ("*" if r.get("corrected") else "")
-        cells = [ref, *([f"{r['score']:.2f}"] if scored else []), r["state"], _date(r["created_at"]), cls,
-                 f"{r['confidence']:.2f}", r["component"], fix]
+        t.caption, t.caption_justify = "\n".join(captions), "left"
+    longest = (lambda cells, least: max([len(c) for c in cells] + [least]))
+    fix_cells = [", ".join(tags) or "-" for tags in fixes]
+    wide = {"issue": longest(refs, 5), **({"score": 5} if scored else {}), "state": 6, "created": 10,
+            "class": longest(classes, 5), "conf": 4, "component": longest([r["component"] for r in rows], 9),
+            "fixes": longest(fix_cells, 5)}
+    stacked = width - (sum(wide.values()) + 2 * len(wide)) < MIN_TITLE
+    if stacked:
+        fix_cells = ["\n".join(tags) or "-" for tags in fixes]
+        cols = {"issue": longest(refs + [f"{r['state']} 2000-01-01" for r in rows], 5),
+                **({"score": 5} if scored else {}),
+                "class": longest([f"{c} 0.00" for c in classes] + [r["component"] for r in rows], 5),
+                "fixes": max([len(f) for tags in fixes for f in tags] + [5])}
+    else:
+        cols = wide
+    for col, w in cols.items():
+        t.add_column(col, justify="right" if col in ("conf", "score") else "left", min_width=w, no_wrap=True)
+    t.add_column("title", ratio=1, min_width=12, overflow="fold")
+    for ref, cls, fix, r in zip(refs, classes, fix_cells, rows):
+        link = Text().append(ref, style=f"link {r['html_url']}" if r.get("html_url") else "")
+        score = [f"{r['score']:.2f}"] if scored else []
+        if stacked:
+            link.append(f"\n{r['state']} {_date(r['created_at'])}", style="dim")
+            cells = [link, *score, Text(f"{cls} {r['confidence']:.2f}\n{r['component']}"), fix]
+        else:
+            cells = [link, *score, r["state"], _date(r["created_at"]), cls, f"{r['confidence']:.2f}", r["component"], fix]
         t.add_row(*cells, Text(r["title"] or ""))
     return t
+
+
+def issues_plain(rows: list[dict]) -> tuple[list[str], list[list]]:
+    """`retriage list` and `search` off a terminal: (header, rows), every value whole, the URL last."""
+    refs, classes, fixes = _issue_fields(rows)
+    scored = bool(rows) and "score" in rows[0]
+    header = ["issue", *(["score"] if scored else []), "state", "created", "class", "conf", "component", "fixes",
+              "title", "url"]
+    out = [[ref, *([f"{r['score']:.2f}"] if scored else []), r["state"], _date(r["created_at"]), cls,
+            f"{r['confidence']:.2f}", r["component"], ",".join(tags) or "-", r["title"] or "", r.get("html_url") or ""]
+           for ref, cls, tags, r in zip(refs, classes, fixes, rows)]
+    return header, out
 
 
 def write_rows(rows: list[dict], fmt: str, columns: tuple[str, ...] | None = None) -> None:

@@ -1,16 +1,25 @@
-"""`retriage search QUERY`: full-text BM25 over titles, bodies and comments (db/lexical) combined
-with the MiniLM cosine of the query and each issue's stored vector, ranked, with the filters of `retriage list`.
+"""`retriage search QUERY`: full-text BM25 over what reporters and commenters wrote (db/lexical: cleaned as `show`
+reads it, failure lines weighed twice) combined with the MiniLM cosine of the query and each issue's stored vector,
+ranked, with the filters of `retriage list`.
 
     score = W_TEXT * share + (1 - W_TEXT) * cosine,   share = min(1, bm25 / ceiling)
 
 `share` is how much of the query's term weight an issue matches (core/bm25: the ceiling is the sum of the idf
 of the query's terms), so an issue that contains the query's words ranks above one that is only about the same
 thing. Issues that contain every term of the query come first (`all_terms`), so `/dev/shm` lists the issues
-that mention it before those that only say `shm`; then the others by score. An issue is listed when it matches
-at least one term, or, matching none, when its meaning is close (cosine at least MIN_COSINE).
+that mention it before those that only say `shm`; then by score. A query that names a failure (FAILURE_QUERY:
+crash, error, hang, OOM...) adds FAILURE_BONUS to the score of issues with failure lines (an exception, a machine
+error line: `failure_lines`) for the order, so a feature request that only mentions the words comes after the bug
+reports that show the failure (`score` itself is not changed).
+An issue is listed when it holds every term; or at least MIN_COVERAGE of the query's term weight (idf-weighted,
+among the terms some issue holds) and is loosely about it (cosine at least MIN_PARTIAL_COSINE: two rare words of the
+query in an unrelated text are not a match); or, short of both, when its meaning is close (cosine at least
+MIN_COSINE).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -20,9 +29,14 @@ from retriage.lister import ListFilter, list_issues
 
 W_TEXT = 0.7
 MIN_COSINE = 0.5
+MIN_COVERAGE = 0.5  # most of the query: half its term weight, at least
+MIN_PARTIAL_COSINE = 0.2  # ... and, without every term, loosely about it (unrelated issues sit near 0.1)
+FAILURE_BONUS = 0.1  # added (for the order only) to an issue with failure lines when the query names a failure
+FAILURE_QUERY = re.compile(r"(?i)crash|error|fail|exception|traceback|\boom\b|out of memory|segfault|segmentation|"
+                           r"core dump|abort|panic|\bhangs?\b|deadlock|timed? ?out|killed|assert|illegal|\bnan\b|leak")
 MAX_QUERY = 2000  # characters of the query that are read
 COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component", "confidence",
-           "abstained", "known_fixes", "html_url", "score", "text_match", "cosine", "all_terms")
+           "abstained", "known_fixes", "html_url", "score", "text_match", "cosine", "all_terms", "failure_lines")
 
 
 def query_vector(text: str):
@@ -67,12 +81,18 @@ def search(con, query: str, f: ListFilter, model_version: str | None, vector=Non
     cos = cosines_by_row(con, lex, vec, current_model_name())
     score = W_TEXT * share + (1 - W_TEXT) * cos
     every_term = lex.coverage(query) >= 0.999
+    most = lex.coverage(query, known_only=True) >= MIN_COVERAGE
+    failures = lex.failures if lex.failures is not None else np.zeros(len(lex), dtype=np.int32)
+    failure_query = bool(FAILURE_QUERY.search(query))
     out = []
     for r in rows:
         i = lex.row(r["repo"], r["number"])
-        if i is None or not (bm[i] > 0 or cos[i] >= MIN_COSINE):
+        if i is None or not (every_term[i] or (most[i] and cos[i] >= MIN_PARTIAL_COSINE) or cos[i] >= MIN_COSINE):
             continue
         out.append({**r, "score": round(float(score[i]), 4), "text_match": round(float(share[i]), 4),
-                    "cosine": round(float(cos[i]), 4), "all_terms": bool(every_term[i])})
-    out.sort(key=lambda r: (not r["all_terms"], -r["score"], r["repo"], r["number"]))
+                    "cosine": round(float(cos[i]), 4), "all_terms": bool(every_term[i]),
+                    "failure_lines": int(failures[i])})
+    bonus = FAILURE_BONUS if failure_query else 0.0
+    out.sort(key=lambda r: (not r["all_terms"], -(r["score"] + (bonus if r["failure_lines"] else 0.0)), r["repo"],
+                            r["number"]))
     return out[:f.limit]

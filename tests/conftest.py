@@ -25,6 +25,17 @@ def corpus_file(name: str) -> Path:
     return p if p.exists() else SNAPSHOT / name
 
 
+def corpus_slice(folder: Path, keep) -> tuple[Path, list[dict]]:
+    """A JSON-lines file of the corpus records whose line index `keep(i)` accepts, from each of the three engines."""
+    records = []
+    for name in ("vllm.jsonl.gz", "sglang.jsonl.gz", "llama_cpp.jsonl.gz"):
+        with gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
+            records += [json.loads(line) for i, line in enumerate(f) if keep(i)]
+    path = folder / "slice.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path, records
+
+
 def run_cli(*args: str, db: Path | None = None, input: str | bytes | None = None, env: dict | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `retriage ARGS` in a fresh process, as a user would."""

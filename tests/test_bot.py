@@ -241,9 +241,57 @@ def test_classify_format_markdown_renders_the_same_comment(tmp_path):
     from pathlib import Path
 
     trace = Path(__file__).resolve().parent / "data" / "traces" / "vllm_cuda_oom_1.txt"
-    proc = run_cli("classify", str(trace), "--format", "markdown", "--db", str(tmp_path / "none.duckdb"))
+    missing = run_cli("classify", str(trace), "--format", "markdown", "--db", str(tmp_path / "none.duckdb"))
+    assert missing.returncode == 2 and missing.stdout == "" and len(missing.stderr.splitlines()) == 1
+    assert "none.duckdb: no such database file" in missing.stderr  # named but not there: said, nothing done
+    proc = run_cli("classify", str(trace), "--format", "markdown", "--similar", "0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(CFG.marker) and "--gpu-memory-utilization" in proc.stdout
     assert re.search(r"^`{3,}text$", proc.stdout, re.M)
     bad = run_cli("classify", str(trace), "--format", "html")
     assert bad.returncode == 2 and "--format" in bad.stderr
+
+
+def _corpus_db(tmp_path, picks: dict) -> str:
+    """A database of a few real corpus issues (`picks`: corpus file -> issue numbers), imported by the CLI."""
+    import gzip
+
+    from conftest import corpus_file
+
+    rows = []
+    for name, numbers in picks.items():
+        with gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
+            rows += [r for r in map(json.loads, f) if r["number"] in numbers]
+    src = tmp_path / "picked.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    db = tmp_path / "picked.duckdb"
+    assert run_cli("import", str(src), db=db).returncode == 0
+    return db
+
+
+def test_comment_a_maintainer_keeps(tmp_path):
+    """llama.cpp#14740 names the change where it broke: the regression leads and no memory steps follow;
+    sglang#5096's rule carries a caveat phrased for the team. Neither comment has the team's footer, an "also
+    matches" line, or evidence that is the title, the reporter's prose or an INFO line."""
+    from retriage.core.textprep import failure_lines
+
+    db = _corpus_db(tmp_path, {"llama_cpp.jsonl.gz": {14740}, "sglang.jsonl.gz": {5096}})
+    out = {}
+    for ref in ("llama.cpp#14740", "sglang#5096"):
+        proc = run_cli("comment", ref, "--offline", db=db)
+        assert proc.returncode == 0, proc.stderr
+        out[ref] = md = proc.stdout
+        assert md.startswith(CFG.marker)  # how the bot finds its one comment again
+        for internal in ("Also matches", "Per the guide", "<sub>retriage `", "thresholds", "class ≥"):
+            assert internal not in md, (ref, internal)
+        assert md.rstrip().endswith("</sub>") and md.count("<sub>") == 1  # one short provenance line
+        block = re.search(r"(?ms)^(`{3,})text\n(.*?)^\1$", md)
+        if block:
+            lines = block.group(2).splitlines()
+            assert lines and failure_lines(lines) == lines and not any(" INFO " in x for x in lines), (ref, lines)
+    regression = out["llama.cpp#14740"]
+    sections = [s for s in regression.split("\n\n") if s.startswith("**")]
+    assert sections[0].startswith("**Regression**")
+    assert "-ngl" not in regression and "--ctx-size" not in regression  # no memory-reduction steps
+    assert "Hello." not in regression and "backtracked" not in regression  # the reporter's prose is not evidence
+    assert "--ipc=host" in out["sglang#5096"]  # the fix itself is kept

@@ -135,3 +135,29 @@ def test_coverage_counts_the_query_terms_present():
     cov = b.coverage(tokenize("/dev/shm"))
     assert cov[0] == pytest.approx(1.0) and 0 < cov[1] < 1 and cov[2] == 0
     assert (b.coverage(tokenize("/dev/shm neverseenword")) == 0).all()
+
+
+def _corpus_issue(name: str, number: int) -> dict:
+    with gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
+        return next(r for r in map(json.loads, f) if r["number"] == number)
+
+
+def test_search_indexes_what_the_reporter_wrote():
+    """llama.cpp#411 pastes lscpu, whose CPU-vulnerability lines say "Speculative Store Bypass"; vLLM's engine
+    config lines name `speculative_config=None`. Neither is what the reporter wrote: neither is indexed. The
+    failure lines of a real crash are (llama.cpp#14740), its prose is not one."""
+    from retriage.core.textprep import failure_lines
+
+    lscpu = _corpus_issue("llama_cpp.jsonl.gz", 411)
+    assert "Speculative Store Bypass" in lscpu["body"]
+    text = lexical.doc_text(lscpu["title"], lscpu["body"])
+    assert not {"speculative", "bypass"} & set(tokenize(text))
+    config = ("INFO 04-10 llm_engine.py:234] Initializing a V1 LLM engine (v0.8.3) with config: model='m', "
+              "speculative_config=None, tokenizer='m', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
+              "trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=4096, download_dir=None, load_format=auto")
+    assert "speculative" not in tokenize(lexical.doc_text("t", "The server stops.\n" + config))
+    crash = _corpus_issue("llama_cpp.jsonl.gz", 14740)
+    text, n = lexical.indexed(crash["title"], crash["body"])
+    lines = failure_lines(text.splitlines())
+    assert n >= 3 and any("cudaMalloc failed: out of memory" in x for x in lines)
+    assert not any(x.startswith("Hello.") for x in lines)

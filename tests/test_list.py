@@ -4,7 +4,6 @@ written through the store, every filter checked against the rows it must keep.""
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 from datetime import date, datetime, timedelta
@@ -12,7 +11,7 @@ from datetime import date, datetime, timedelta
 import pytest
 from typer.testing import CliRunner
 
-from conftest import corpus_file
+from conftest import corpus_slice
 from retriage.cli import app
 from retriage.core.days import parse_day
 from retriage.core.errors import UserError
@@ -28,12 +27,7 @@ COMPONENTS = ["model_loader", "operators", "engine_setup", "scheduler", "fronten
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("list")
-    records = []
-    for name in ("vllm.jsonl.gz", "sglang.jsonl.gz", "llama_cpp.jsonl.gz"):
-        with gzip.open(corpus_file(name), "rt", encoding="utf-8") as f:
-            records += [json.loads(line) for _, line in zip(range(40), f)]
-    path = folder / "slice.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    path, records = corpus_slice(folder, lambda i: i < 40)
     dbfile = folder / "list.duckdb"
     con = connect(dbfile)
     import_files(con, [path])
@@ -100,8 +94,38 @@ def test_csv_and_ndjson_carry_the_same_rows(db):
 
 
 def test_table_lists_references(db):
-    r = run(db, "--engine", "sglang", "--limit", "3")
+    r = run(db, "--engine", "sglang", "--limit", "3", "--format", "table")
     assert r.exit_code == 0 and "sglang#" in r.stdout and "3 issues" in r.stdout
+
+
+def test_off_a_terminal_rows_are_plain_tab_separated_and_whole(db):
+    """A pipe (Typer's runner is not a terminal) gets gh's plain rows: a header, one issue a line, values whole."""
+    js = json.loads(run(db, "--limit", "12", "--json").stdout)
+    lines = run(db, "--limit", "12").stdout.splitlines()
+    header, rows = lines[0].split("\t"), [x.split("\t") for x in lines[1:]]
+    assert header == ["issue", "state", "created", "class", "conf", "component", "fixes", "title", "url"]
+    assert len(rows) == len(js) and all(len(r) == len(header) for r in rows)
+    for row, want in zip(rows, js):
+        cell = dict(zip(header, row))
+        assert cell["title"] == " ".join((want["title"] or "").split())
+        assert cell["url"] == want["html_url"] and cell["component"] == want["component"]
+        assert cell["fixes"].replace("?", "") == (",".join(want["known_fixes"]) or "-")
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_table_shows_every_title_wrapped_and_every_reference_whole(db, columns):
+    js = json.loads(run(db, "--limit", "12", "--json").stdout)
+    r = CliRunner().invoke(app, ["list", "--db", str(db), "--limit", "12", "--format", "table"],
+                           env={"COLUMNS": str(columns)})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(x) for x in lines) <= columns and "…" not in r.stdout
+    words = r.stdout.split()
+    for want in js:
+        assert any(w.endswith(f"#{want['number']}") for w in words), want["number"]  # the reference, whole
+        for word in (want["title"] or "").split():
+            if len(word) < columns // 4:  # (a longer word is folded across lines, not cut)
+                assert word in r.stdout, (columns, word)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -125,3 +149,16 @@ def test_relative_days_count_back_from_today():
     assert parse_day("12w", "--since", today) == today - timedelta(weeks=12)
     assert parse_day("2025-01-31", "--since", today) == date(2025, 1, 31)
     assert parse_day("", "--since", today) is None
+
+
+def test_version_filter_composes_with_the_others(db):
+    con = connect(db, read_only=True)
+    unknown = set(con.execute("SELECT repo, number FROM issue_versions WHERE version = 'unknown' "
+                              "AND repo = 'vllm-project/vllm'").fetchall())
+    con.close()
+    r = run(db, "--version", "unknown", "--engine", "vllm", "--limit", "5", "--format", "json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert 0 < len(rows) <= 5 and {(x["repo"], x["number"]) for x in rows} <= unknown
+    r = run(db, "--version", "0.8..b9")
+    assert isinstance(r.exception, UserError) and r.exception.exit_code == 2

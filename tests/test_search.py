@@ -116,8 +116,11 @@ def test_csv_and_ndjson(db):
                                                   "--db", str(path)))))
     assert [int(x["number"]) for x in rows] == [x["number"] for x in as_json]
     assert float(rows[0]["score"]) == as_json[0]["score"]
-    table = invoke("search", "cuda out of memory", "--limit", "5", "--db", str(path))
+    table = invoke("search", "cuda out of memory", "--limit", "5", "--format", "table", "--db", str(path))
     assert "score" in table and "issues" in table
+    plain = invoke("search", "cuda out of memory", "--limit", "5", "--db", str(path)).splitlines()
+    assert plain[0].split("\t")[:2] == ["issue", "score"]
+    assert [x.split("\t")[-1] for x in plain[1:]] == [x["html_url"] for x in as_json]
 
 
 def test_similar_issues_have_a_floor_and_say_what_fixed_them(db):
@@ -202,3 +205,20 @@ def test_web_opens_the_first_result(db, browser):
     assert opened == [first["html_url"], listed["html_url"], "https://github.com/sgl-project/sglang/issues/5096"]
     p = run_cli("search", "zzzqqq-no-such-word-anywhere", "--web", "--engine", "trtllm", db=path, env=env)
     assert p.returncode == 1 and p.stderr.startswith("retriage: error: nothing to open")
+
+
+def test_version_filter_of_list_applies(db):
+    path, _ = db
+    from retriage.db.store import connect
+
+    con = connect(path, read_only=True)
+    on = set(con.execute("SELECT repo, number FROM issue_versions WHERE release = '0.4' AND role = 'reported' "
+                         "AND repo = 'sgl-project/sglang'").fetchall())
+    con.close()
+    every = json.loads(invoke("search", "memory", "--json", "--limit", "500", "--db", str(path)))
+    part = json.loads(invoke("search", "memory", "--json", "--limit", "500", "--version", "0.4", "--engine", "sglang",
+                             "--db", str(path)))
+    assert [(r["repo"], r["number"]) for r in part] == [(r["repo"], r["number"]) for r in every
+                                                        if (r["repo"], r["number"]) in on]
+    r = CliRunner().invoke(app, ["search", "memory", "--version", "nope", "--db", str(path)])
+    assert isinstance(r.exception, UserError) and r.exception.exit_code == 2

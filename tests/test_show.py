@@ -68,3 +68,12 @@ def test_stats_counts_match_sql(corpus_db):
     per_repo = dict(con.execute("SELECT repo, count(*) FROM issues GROUP BY repo").fetchall())
     assert {r["repo"]: r["issues"] for r in data["repos"]} == per_repo
     assert data["issues"] == sum(per_repo.values())
+
+
+def test_show_says_the_version_reported_on(corpus_db):
+    data = json.loads(run_cli("show", "vllm#10831", "--json", "--offline", db=corpus_db).stdout)
+    assert data["reported_on"] == "regression: worked on vLLM 0.6.3.post1, broken on 0.6.4.post1"
+    data = json.loads(run_cli("show", "vllm#17821", "--json", "--offline", db=corpus_db).stdout)
+    assert data["reported_on"] == "reported on vLLM 0.8.5"  # not labeled: no class to count
+    proc = run_cli("show", "vllm#17821", "--offline", db=corpus_db)
+    assert "reported on vLLM 0.8.5" in proc.stdout

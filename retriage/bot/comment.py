@@ -5,12 +5,18 @@ What it says depends on the thresholds (taxonomy/bot.toml), chosen for precision
   only above its own threshold), the known fix with this engine's exact flags (the first matching rule's steps;
   where no rule matched, the model's fix tag above its threshold), the evidence lines quoted as code, and the
   similar past issues above the similarity threshold: state, whether a fixing pull request is linked, the fix
-  recorded for it;
+  recorded for it; evidence is only machine lines that carry the failure (not the title, not prose, not INFO lines);
+- a regression the reporter named (bisected to a change, or worked in X and fails in Y) leads the comment, and then
+  no generic fix steps follow;
 - below it: only the fix of a rule that matched, with the line that matched; or nothing (None).
-Every piece of issue text goes through retriage/bot/safe.py. The comment starts with the hidden marker.
+Every piece of issue text goes through retriage/bot/safe.py. The comment starts with the hidden marker (how
+miner/publish.py finds it again) and ends with one short provenance line; nothing in it is written for the team
+(no model hash, thresholds, "also matches" or caveats about the labeling guide).
 """
 
 from __future__ import annotations
+
+import re
 
 from retriage.bot import safe
 from retriage.bot.config import BotConfig
@@ -19,6 +25,7 @@ from retriage.core.refs import format_ref
 from retriage.taxonomy import engines, re_classes
 
 GITHUB_URL_PREFIX = "https://github.com/"
+TEAM_WORDS = re.compile(r"\b(?:guide|labell?ing|labell?ed|RE\.\d)\b|\bPer the\b", re.I)  # team-phrased caveats
 
 
 def _engine_name(engine: str | None) -> str | None:
@@ -40,9 +47,30 @@ def _class_section(v: Verdict, cfg: BotConfig) -> str:
             f"(confidence {r.re_confidence:.2f})")
     if r.component_confidence >= cfg.component_confidence:
         text += f" · component {safe.code_span(r.component)} ({r.component_confidence:.2f})"
-    if r.disagreement:
-        text += f"\n\n_Note: {safe.clean(r.disagreement)}._"  # our own words: rule id, classes, confidence
     return text
+
+
+def _for_maintainers(caveat: str) -> bool:
+    """A caveat that speaks to a maintainer: not the team's reasoning about its labels ("Per the guide this is RE.3
+    because ...")."""
+    return not TEAM_WORDS.search(caveat)
+
+
+def _regression_section(regression: dict) -> str:
+    """A regression the reporter named (bisected to a change, or worked in one version and not the next): what to
+    do first (triage/regression.py; the change or the versions are in it)."""
+    return f"**Regression** — {safe.clean(regression['step'])}"
+
+
+def evidence_lines(v: Verdict) -> list[str]:
+    """What the comment quotes: machine lines that carry the failure (core/textprep.failure_lines), never the
+    issue's title, the reporter's prose, an INFO line or our own notes ("regression: ...", "environment: ...")."""
+    from retriage.core.textprep import failure_lines
+
+    title = (v.title or "").strip()
+    ours = ("regression: ", "environment: ")
+    return [x for x in failure_lines([e for e in v.result.evidence if not e.startswith(ours)])
+            if x != title and x not in title]
 
 
 def _fix_section(fix: dict, engine: str | None, cfg: BotConfig, heading: str) -> str:
@@ -50,7 +78,7 @@ def _fix_section(fix: dict, engine: str | None, cfg: BotConfig, heading: str) ->
              f"fix {safe.code_span(fix['tag'])})", ""]
     for n, step in enumerate(fix["steps"][: cfg.max_steps], 1):
         lines.append(f"{n}. {safe.clean(' '.join(step.split()))}")
-    for caveat in fix["caveats"][:2]:  # the fix entry holds this engine's caveats only (triage/fixtext)
+    for caveat in [c for c in fix["caveats"] if _for_maintainers(c)][:2]:  # this engine's only (triage/fixtext)
         lines.append(f"\n> {safe.clean(' '.join(caveat.split()))}")
     repo = next((e.repo for e in engines() if e.id == engine), None)
     links = [s for s in fix["sources"] if s.startswith("https://")]
@@ -87,27 +115,26 @@ def _similar_section(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _footer(v: Verdict, cfg: BotConfig) -> str:
-    return (f"<sub>retriage {safe.code_span(v.result.model_version or '-')} · advice only: it never closes, locks or "
-            f"assigns · says only what is above its thresholds (class ≥ {cfg.class_confidence:.2f}, similar ≥ "
-            f"{cfg.similar_score:.2f}) · this comment is updated, not repeated</sub>")
+PROVENANCE = "<sub>retriage, from this issue's text · advice only · this comment is updated, not repeated</sub>"
 
 
 def render_comment(v: Verdict, cfg: BotConfig) -> str | None:
-    """The comment's Markdown, or None when nothing is above the thresholds."""
+    """The comment's Markdown, or None when nothing is above the thresholds. A regression the reporter named
+    leads, and then no generic fix steps follow (the change, not memory, is what to look at first)."""
     r = v.result
     stated = states_class(v, cfg)
     engine = _engine_name(r.engine)
+    regression = getattr(r, "regression", None)
     sections: list[str] = []
+    if regression:
+        sections.append(_regression_section(regression))
     if stated:
         sections.append(_class_section(v, cfg))
     heading = f"Known fix for {engine}" if engine else "Known fix"
-    if r.fixes:
+    if regression:  # the change, not memory or flags, is what to look at first
+        pass
+    elif r.fixes:
         sections.append(_fix_section(r.fixes[0], r.engine, cfg, heading))
-        others = [f for f in r.fixes[1:] if f["id"] != r.fixes[0]["id"]]
-        if others:
-            sections.append("Also matches: " + "; ".join(
-                f"{safe.inline(f['title'], 120)} ({safe.code_span(f['id'])})" for f in others))
     elif stated and v.head_fix and v.head_fix_confidence >= cfg.fix_head_confidence:
         sections.append(_fix_section(v.head_fix, r.engine, cfg,
                                      f"Possible fix (the model's, confidence {v.head_fix_confidence:.2f}; "
@@ -115,7 +142,7 @@ def render_comment(v: Verdict, cfg: BotConfig) -> str | None:
     if not sections:
         return None
     if stated:
-        evidence = r.evidence
+        evidence = evidence_lines(v)
     else:  # only the fix: the lines its rules matched
         evidence = [f["line"].strip() for f in r.fixes if f.get("line")]
     if evidence:
@@ -125,4 +152,4 @@ def render_comment(v: Verdict, cfg: BotConfig) -> str | None:
         sections.append(_similar_section(similar))
     header = f"{cfg.marker}\n### retriage: automated triage" + (f" of {engine} issue" if engine and v.ref else "")
     body = safe.cap([header] + sections, cfg.max_chars - 400, "_(cut to fit the comment length limit)_")
-    return body + "\n\n" + _footer(v, cfg) + "\n"
+    return body + "\n\n" + PROVENANCE + "\n"

@@ -4,7 +4,9 @@ A Verdict holds the classify result (TriageResult: class, component, the matched
 steps, evidence lines, similar issues) and, for each similar issue, whether a pull request that fixes it is
 linked and which fix is recorded for it (the team's label, else the model's). An issue is read as `show` and
 `label` read it (its title and body through the classifier), not as a pasted log: its class, abstention and
-known fixes are the one decision of classifier/decision.py.
+known fixes are the one decision of classifier/decision.py. Its evidence is the machine lines that carry the
+failure (core/textprep.failure_lines), and a regression it names (triage/regression.py) is read from its title
+and body.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from retriage.classifier.predict import predict_views
 from retriage.core.errors import UserError
 from retriage.core.refs import format_ref
 from retriage.core.rules import applies_to
+from retriage.core.textprep import failure_lines, for_reading
 from retriage.db import queries
 from retriage.db.similar import similar_issues
 from retriage.taxonomy import engine_for_repo
 from retriage.triage.classify import MAX_FIXES, TriageResult
 from retriage.triage.fixtext import fix as fix_entry
 from retriage.triage.fixtext import tag_fix
+from retriage.triage.regression import regression_advice
 
 MAX_EVIDENCE = 6
 SIMILAR_CANDIDATES = 10  # asked of the database; the comment keeps those above its threshold
@@ -42,6 +46,7 @@ class Verdict:
     head_fix: dict | None = None        # the fix head's tag where no rule matched: its rule's steps for this engine
     head_fix_confidence: float = 0.0
     decision: Decision | None = None    # the issue's decision (None for a pasted log): known fixes, how it was made
+    reported_on: str | None = None      # "reported on vLLM 0.26.0 — N other RE.3 reports on 0.26" (db/versions.py)
 
 
 def recorded_fix(con: duckdb.DuckDBPyConnection, repo: str, number: int, model_version: str | None):
@@ -82,11 +87,11 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
     pred = predict_views([doc], model, con, get_embedder("numpy"))[0]
     d = decide_issue(doc, issue["body"], engine, pred, model.version)
     matches = [m for m in doc.matches if applies_to(m.rule, engine)]
-    evidence: list[str] = []
-    for line in [m.line for m in matches[:MAX_FIXES]] + list(doc.key_lines):
-        line = line.strip()
-        if line and line not in evidence and len(evidence) < MAX_EVIDENCE:
-            evidence.append(line)
+    # evidence: the machine lines that carry the failure, in the rules' matches and the body as `show` reads it
+    body_lines = for_reading(issue["body"] or "", 60000).splitlines()
+    evidence = [x for x in failure_lines([m.line for m in matches[:MAX_FIXES]] + body_lines)
+                if x != (issue["title"] or "").strip()][:MAX_EVIDENCE]
+    regression = regression_advice(f"{issue['title'] or ''}\n{issue['body'] or ''}")
     similar = []
     vector = queries.issue_vector(con, repo, number, current_model_name())
     if vector is not None:
@@ -105,10 +110,13 @@ def issue_verdict(con: duckdb.DuckDBPyConnection, repo: str, number: int,
         component_confidence=pred.component_confidence, abstained=d.abstained,
         fixes=[fix_entry(m, engine) for m in matches[:MAX_FIXES]], evidence=evidence,
         similar=enrich_similar(con, similar, model.version), disagreement=disagreement,
-        model_version=model.version)
+        model_version=model.version, regression=regression)
     head = tag_fix(d.head_fix, engine) if not matches and d.head_fix != "none" else None
+    from retriage.db.versions import reported_on
+
     return Verdict(result, format_ref(repo, number), issue["title"], list(issue["labels"] or []), head,
-                   d.head_fix_confidence if head else 0.0, d)
+                   d.head_fix_confidence if head else 0.0, d,
+                   reported_on(con, repo, number, d.re_class, model.version))
 
 
 def log_verdict(result: TriageResult, con: duckdb.DuckDBPyConnection | None = None) -> Verdict:

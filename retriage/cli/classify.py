@@ -68,6 +68,9 @@ def classify(
         if engine_by_alias(engine) is None:
             raise UserError(f"--engine must be one of {', '.join(e.id for e in engines())}, not {engine[:40]!r}",
                             exit_code=2)
+    if db is not None and similar > 0 and not os.path.isfile(db):  # asked for by name: say so, do no work
+        raise UserError(f"--db {db}: no such database file (similar issues come from it; leave --db out, or "
+                        "give --similar 0, to classify without them)", exit_code=2)
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UserError("no input: give a file or pipe a log into `retriage classify`", exit_code=2)
@@ -89,6 +92,9 @@ def classify(
     classifier = IssueClassifier.load(model)  # a missing or damaged --model folder: one line, before any work
     path = db or "retriage.duckdb"
     con, why = _open_in_background(path) if similar > 0 and os.path.exists(path) else (None, lambda: None)
+    if similar > 0 and con is None:  # one line, so that a missing section is never a silent one
+        sys.stderr.write(f"retriage: similar issues left out: no database at ./{path} (build one with `retriage "
+                         "demo` or `retriage mine`, or give --db PATH)\n")
     # one question per process: ask the database for similar issues rather than loading all their vectors
     try:
         result = Triage(classifier, fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -58,7 +59,16 @@ def show(
     if web:
         open_web(info["issue"].get("html_url"))
         return
-    print_json(info) if as_json else console().print(issue_panel(info))
+    from retriage.core.console import stdout_is_terminal
+
+    if as_json:
+        print_json(info)
+    elif stdout_is_terminal():
+        console().print(issue_panel(info))
+    else:
+        from retriage.render import issue_plain
+
+        sys.stdout.write(issue_plain(info))
 
 
 def stats(db: Optional[str] = Db, as_json: bool = Json, model: Optional[str] = Model):
@@ -66,10 +76,16 @@ def stats(db: Optional[str] = Db, as_json: bool = Json, model: Optional[str] = M
     from retriage.classifier import current_model_version
     from retriage.db import queries
     from retriage.db.store import connect
-    from retriage.render import stats_table
+    from retriage.core.console import stdout_is_terminal, write_plain
+    from retriage.render import stats_plain, stats_table
 
     s = queries.stats(connect(db, read_only=True), current_model_version(model))
-    print_json(s) if as_json else console().print(stats_table(s))
+    if as_json:
+        print_json(s)
+    elif stdout_is_terminal():
+        console().print(stats_table(s))
+    else:
+        write_plain(*stats_plain(s))
 
 
 def demo(
@@ -82,12 +98,16 @@ def demo(
     run_demo(db, example)
 
 
+VersionFilter = typer.Option(None, "--version", help="The engine version reported: a release (0.26), a version "
+                             "(0.26.0, b5432), main, unknown, or a range LO..HI (0.8..0.9, b7600..b7700).")
+
+
 def list_cmd(
     engine: List[str] = Engine, re_class: Optional[str] = Class, component: Optional[str] = Component,
     fix: Optional[str] = Fix, state: Optional[str] = State, since: Optional[str] = Since,
-    until: Optional[str] = Until, unsure: Optional[bool] = Unsure,
+    until: Optional[str] = Until, unsure: Optional[bool] = Unsure, version: Optional[str] = VersionFilter,
     sort: str = typer.Option("created", help="created (newest first), updated, oldest, confidence or number."),
-    limit: int = Limit, fmt: str = Format,
+    limit: int = Limit, fmt: Optional[str] = Format,
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     model: Optional[str] = Model,
     web: bool = Web,
@@ -99,7 +119,7 @@ def list_cmd(
     from retriage.lister import ListFilter, list_issues
 
     fmt = output_format(fmt, as_json)
-    f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit)
+    f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, sort, limit, version)
     rows = list_issues(connect(db, read_only=True), f, current_model_version(model))
     if web:
         open_web(rows[0]["html_url"] if rows else None)
@@ -108,12 +128,16 @@ def list_cmd(
 
 
 def print_rows(rows: list[dict], fmt: str, columns=None) -> None:
-    """Issue rows (of `list` or `search`) as a table, JSON, JSON lines or CSV."""
-    from retriage.render import issues_table, write_rows
+    """Issue rows (of `list` or `search`) as a table, plain tab-separated rows, JSON, JSON lines or CSV."""
+    from retriage.render import issues_plain, issues_table, write_rows
 
     if fmt == "table":
         out = console()
         out.print(issues_table(rows, out.width))
+    elif fmt == "tsv":
+        from retriage.core.console import write_plain
+
+        write_plain(*issues_plain(rows))
     elif fmt == "json":
         print_json(rows)
     elif columns:

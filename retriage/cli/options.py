@@ -38,12 +38,18 @@ Since = typer.Option(None, help="Created on or after: YYYY-MM-DD, or 30d, 12w, 6
 Until = typer.Option(None, help="Created on or before (inclusive day), same forms.")
 Unsure = typer.Option(None, "--unsure/--sure", help="Only issues the model abstained on (or only confident ones).")
 Limit = typer.Option(20, "--limit", "-L", help="At most this many issues.")
-Format = typer.Option("table", "--format", help="table, json, ndjson or csv.")
-FORMATS = ("table", "json", "ndjson", "csv")
+Format = typer.Option(None, "--format", help="table, tsv, json, ndjson or csv (default: table on a terminal, "
+                      "tsv otherwise: a header, then one row per line, tab-separated, values whole).")
+FORMATS = ("table", "tsv", "json", "ndjson", "csv")
 
 
-def output_format(fmt: str, as_json: bool) -> str:
+def output_format(fmt: str | None, as_json: bool) -> str:
+    """The format asked for; without one, a table on a terminal and plain rows (tsv) otherwise, as gh does."""
+    from retriage.core.console import stdout_is_terminal
+
     fmt = "json" if as_json else fmt
+    if fmt is None:
+        return "table" if stdout_is_terminal() else "tsv"
     if fmt not in FORMATS:
         from retriage.core.errors import UserError
 

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from retriage.cli.data import print_rows
+from retriage.cli.data import VersionFilter, print_rows
 from retriage.cli.options import (Class, Component, Db, Engine, Fix, Format, Limit, Since, State, Unsure, Until,
                                   Web, open_web, output_format)
 
@@ -16,7 +16,8 @@ def search(
                                 '"--gpu-memory-utilization", "CUDA_ERROR_OUT_OF_MEMORY", "server hangs".'),
     engine: List[str] = Engine, re_class: Optional[str] = Class, component: Optional[str] = Component,
     fix: Optional[str] = Fix, state: Optional[str] = State, since: Optional[str] = Since,
-    until: Optional[str] = Until, unsure: Optional[bool] = Unsure, limit: int = Limit, fmt: str = Format,
+    until: Optional[str] = Until, unsure: Optional[bool] = Unsure, version: Optional[str] = VersionFilter,
+    limit: int = Limit, fmt: Optional[str] = Format,
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     web: bool = Web,
     db: Optional[str] = Db,
@@ -30,7 +31,7 @@ def search(
     from retriage.search import search as run
 
     fmt = output_format(fmt, as_json)
-    f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, "created", limit)
+    f = ListFilter(tuple(engine), re_class, component, fix, state, since, until, unsure, "created", limit, version)
     rows = run(connect(db, read_only=True), query, f, current_model_version())
     if web:
         open_web(rows[0]["html_url"] if rows else None)

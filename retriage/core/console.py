@@ -1,6 +1,9 @@
 """The Rich consoles every layer prints through (stdout for results, stderr for progress and notes), and the
 one rule for text taken from issue data on its way to a terminal or a CSV cell: control characters and
-bidirectional overrides are shown as escapes (`\\x1b`, `<U+202E>`), never sent raw."""
+bidirectional overrides are shown as escapes (`\\x1b`, `<U+202E>`), never sent raw.
+
+Read commands print Rich tables on a terminal and plain rows elsewhere (gh's convention): `stdout_is_terminal`
+tells which, `write_plain` writes the rows (a header, then one row per line, cells tab-separated, values whole)."""
 
 from __future__ import annotations
 
@@ -34,3 +37,29 @@ def console(stderr: bool = False):
                     yield Segment(visible(seg.text), seg.style, seg.control)
 
     return SafeConsole(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def stdout_is_terminal() -> bool:
+    """Whether standard output is a terminal (False for a pipe, a file, a test's captured output)."""
+    import sys
+
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
+def plain_cell(value) -> str:
+    """A cell of plain output: whitespace runs (tabs, newlines) become one space, control characters visible."""
+    if value is None:
+        return ""
+    return visible(" ".join(str(value).split()))
+
+
+def write_plain(header: list[str], rows: list[list], out=None) -> None:
+    """Rows as plain text: the header, then one row per line, cells separated by tabs, nothing cut."""
+    import sys
+
+    out = out or sys.stdout
+    for row in [header, *rows]:
+        out.write("\t".join(plain_cell(c) for c in row) + "\n")

@@ -84,6 +84,12 @@ _TEMPLATE_LINE_RE = re.compile(
     r"Please answer the following questions for yourself before submitting an issue\.?\s*$|"
     r"Please provide detailed information about the (?:actual|expected) behavior you are (?:seeing|expecting)\.?\s*$)",
     re.I)
+# For a human reader (show, search): lscpu's CPU-vulnerability lines, which its indented layout puts under a
+# "Vulnerabilities:" heading (any language's prefix), left in by clean_lines.
+_CPU_VULN_RE = re.compile(
+    r"^\s*(?:\S+\s+)?(?:Vulnerabilit(?:y|ies)|Gather data sampling|Itlb multihit|L1tf|Mds|Meltdown|"
+    r"Mmio stale data|Retbleed|Spec rstack overflow|Spec store bypass|Spectre v[12]|Srbds|Tsx async abort|"
+    r"Reg file data sampling|Bhi|Indirect target selection|Tsa|Vmscape)\s*:", re.I)
 _URL_RE = re.compile(r"https?://\S+")
 _DIGITS_RE = re.compile(r"\d+")
 
@@ -172,6 +178,48 @@ def key_lines(lines: list[str], max_frames: int = 3) -> list[str]:
     return keep
 
 
+# A machine line that carries a failure (for a reader: search's failure lines, the bot's evidence): an exception
+# line, a log or tool line at error level, a CUDA/NCCL/ggml error, a crash of the process. Not an INFO or DEBUG
+# line (NCCL INFO names "error" in its settings), not a Markdown heading, not a sentence of the reporter's.
+_FAILURE_RE = re.compile(
+    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|CRITICAL)\b|\bNCCL WARN\b|"
+    r"^\s*(?:error|fatal|panic)(?:\s*\[[^\]]*\])?\s*:|^\s*(?:terminate called|Segmentation fault|Aborted|Killed|"
+    r"Bus error|Floating point exception)\b|core dumped|CUDA_ERROR_\w+|cudaError\w+|\bCUDA (?:error|out of memory)|illegal memory access|"
+    r"\b[\w.:/\[\]-]+:\s+(?:error|fatal error|failed|failed to \w+)\b|\w+ failed with (?:error|status)|"
+    r"\bout of (?:device )?memory\b|\bOOM\b|\bassert(?:ion)?\b.*\bfailed\b|\bKilled\b"
+)
+_NOT_FAILURE_RE = re.compile(r"\b(?:INFO|DEBUG)\b|^\s*#|^\s*>")
+_PLAIN_WORD_RE = re.compile(r"[(\"']?[A-Za-z][a-z]*(?:'[a-z]+)?[.,;:!?)\"']*")
+_TOOL_PREFIX_RE = re.compile(r"^\s*[\w.\[\]/-]*[_./][\w.\[\]/-]*:\s")
+_FIRST_PERSON_RE = re.compile(r"(?i)\b(?:I|I'm|I've|we|my|our|you|please|hello|hi|thanks)\b")
+
+
+def _is_prose(line: str) -> bool:
+    """A sentence of the reporter's: six words or more, mostly plain words (or half of them, in the first person)."""
+    words = line.split()
+    if len(words) < 6 or _TOOL_PREFIX_RE.match(line):  # "graph_reserve: failed to ..." is a program's line
+        return False
+    plain = sum(1 for w in words if _PLAIN_WORD_RE.fullmatch(w)) / len(words)
+    return plain >= 0.7 or (plain >= 0.5 and bool(_FIRST_PERSON_RE.search(line)))
+
+
+def failure_lines(lines: list[str], limit: int = 50) -> list[str]:
+    """The machine lines among `lines` (already cleaned) that carry a failure, stripped, without repeats that
+    differ only in numbers; at most `limit`."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for line in lines:
+        s = line.strip()
+        if (_EXC_RE.match(s) or (_FAILURE_RE.search(s) and not _is_prose(s))) and not _NOT_FAILURE_RE.search(s):
+            shape = _DIGITS_RE.sub("0", s)
+            if shape not in seen:
+                seen.add(shape)
+                out.append(s[:400])
+                if len(out) >= limit:
+                    break
+    return out
+
+
 def prepare(title: str | None, body: str | None, max_chars: int = 2000) -> str:
     """The text the classifier embeds for an issue: title, then key lines, then the remaining prose."""
     lines = clean_lines(body or "")
@@ -189,10 +237,12 @@ def prepare_lines(title: str, lines: list[str], keys: list[str], max_chars: int 
 
 
 def for_reading(body: str | None, max_chars: int = 3500) -> str:
-    """A cleaned body for a human (or labeling) reader: env dumps, template checklists (any marker) and the
-    template's instructions dropped, head and tail kept."""
+    """A cleaned body for a human (or labeling) reader, and what `search` indexes: env dumps, lscpu's
+    CPU-vulnerability lines, template checklists (any marker) and the template's instructions dropped, head and
+    tail kept."""
     text = "\n".join(ln for ln in clean_lines(body or "")
-                     if not ANY_CHECKLIST_RE.match(ln) and not _TEMPLATE_LINE_RE.match(ln))
+                     if not ANY_CHECKLIST_RE.match(ln) and not _TEMPLATE_LINE_RE.match(ln)
+                     and not _CPU_VULN_RE.match(ln))
     if len(text) <= max_chars:
         return text
     head = int(max_chars * 0.7)
