@@ -1,15 +1,14 @@
 """Altair charts of the reports (rendered to PNG or HTML by vl-convert), all coloured from report/palette.toml.
 
-The weekly chart has, per section (engine), a panel of stacked bars and, below it, a panel of share lines:
+The weekly chart has, per section (engine), a panel of stacked bars and, for RE classes, a share panel below it:
 
-- bars: the categories that are not share lines, stacked in column order — for RE classes the resource
-  classes RE.1-RE.4 (and any value outside the taxonomy); for components every component;
-- lines: `none`, `unsure` and `unlabeled` (whichever the report has and counts), as the share of all issues
-  of the week, so 90 % `none` no longer flattens the resource classes;
-- a partial week (report.weekly: fewer than 7 days of data) is drawn lighter, with its bar outlined in dashes
-  and a "partial" label; its share points are hollow;
-- the y scale of the bars is the same for every engine (its top is the largest weekly stack of any engine);
-  the subtitle says so.
+- bars: the resource classes RE.1-RE.4 (and any value outside the taxonomy) stacked in column order, or every
+  component; the y scale is the same for every engine (its top is the largest weekly stack of any engine);
+- share panel: each week's resource share (RE.1-RE.4 over the issues with a class, not unsure nor unlabeled)
+  as a point, and its ROLLING-week rolling share (the resource issues of those weeks over their labeled
+  issues) as a line, so a trend stands out from one week's noise; the tooltip gives the counts;
+- a partial week (fewer than 7 days of data) is drawn lighter, outlined in dashes, its share point hollow;
+- on a sample (report.sample) the title says so.
 """
 
 from __future__ import annotations
@@ -23,37 +22,33 @@ from retriage.report.components import ComponentReport
 from retriage.report.weekly import UNLABELED, UNSURE, WeeklyReport
 
 CHART_FORMATS = ("png", "html")
-PARTIAL_OPACITY = 0.35
-
-
-def line_categories(report: WeeklyReport) -> list[str]:
-    """Categories drawn as share lines (not stacked): none/unsure/unlabeled, those the report counts."""
-    lines = [UNSURE, UNLABELED]
-    if report.by == "re_class":
-        lines = [c for c in taxonomy.re_class_ids() if c not in taxonomy.resource_class_ids()] + lines
-    counted = {c for s in report.sections for w in s.weeks for c, n in w.counts.items() if n}
-    return [c for c in report.categories if c in lines and c in counted]
+ROLLING = 4  # weeks of the rolling share
 
 
 def bar_categories(report: WeeklyReport) -> list[str]:
-    skip = set(line_categories(report)) | {UNSURE, UNLABELED}
+    skip = {UNSURE, UNLABELED}
     if report.by == "re_class":
         skip |= set(taxonomy.re_class_ids()) - set(taxonomy.resource_class_ids())
     return [c for c in report.categories if c not in skip]
 
 
-def category_colors(report: WeeklyReport) -> list[str]:
-    """The palette colour of each of the report's categories, in column order."""
-    return palette.colors(report.categories)
-
-
-def chart_records(report: WeeklyReport) -> list[dict]:
-    """Long-format rows for the chart: one per section, week and category."""
-    order = {c: i for i, c in enumerate(report.categories)}
-    return [{"engine": s.name, "week": w.week.isoformat(), "week_end": (w.week + timedelta(days=7)).isoformat(),
-             "category": c, "order": order[c], "count": n, "share": round(w.share(c), 4), "total": w.total,
-             "partial": w.partial, "days": w.days}
-            for s in report.sections for w in s.weeks for c, n in w.counts.items()]
+def share_records(report: WeeklyReport) -> list[dict]:
+    """Per section and week shown: resource issues, labeled issues, the share and the rolling share (the window
+    reaches into the weeks before those shown, when the report has them)."""
+    res = set(taxonomy.resource_class_ids())
+    out = []
+    for s in report.sections:
+        rows = s.earlier + s.weeks
+        counts = [(sum(n for c, n in w.counts.items() if c in res),
+                   sum(n for c, n in w.counts.items() if c not in (UNSURE, UNLABELED))) for w in rows]
+        for i, w in enumerate(rows[len(s.earlier):], len(s.earlier)):
+            k, n = counts[i]
+            rk, rn = (sum(x[j] for x in counts[max(0, i - ROLLING + 1):i + 1]) for j in (0, 1))
+            out.append({"engine": s.name, "mid": (w.week + timedelta(days=3, hours=12)).isoformat(),
+                        "resource": k, "labeled": n, "share": round(k / n, 4) if n else None,
+                        "rolling": round(rk / rn, 4) if rn else None, "rolling_resource": rk, "rolling_labeled": rn,
+                        "partial": w.partial})
+    return out
 
 
 def _utc(d: date):
@@ -62,84 +57,69 @@ def _utc(d: date):
     return alt.DateTime(year=d.year, month=d.month, date=d.day, utc=True)
 
 
-def _monday_ticks(weeks: list[date], most: int = 14) -> list:
-    """Axis ticks on Mondays (every k-th week), so each label sits at the start of its bar."""
-    step = max(1, -(-len(weeks) // most))
-    return [_utc(w) for w in weeks[::step]]
-
-
-def _max_stack(report: WeeklyReport, bars: list[str]) -> int:
-    return max([sum(w.counts[c] for c in bars) for s in report.sections for w in s.weeks] or [0])
-
-
-def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 170, line_height: int = 70):
-    """The weekly chart (see the module docstring): one bar panel and one share panel per section."""
+def weekly_chart(report: WeeklyReport, width: int = 760, height: int = 170, line_height: int = 90):
+    """The weekly chart (see the module docstring): a bar panel and, for RE classes, a share panel per section."""
     import altair as alt
 
     what = "RE class" if report.by == "re_class" else "component"
-    bars, lines = bar_categories(report), line_categories(report)
-    shown = bars + lines
-    records = [r for r in chart_records(report) if r["category"] in shown]
-    weeks = report.weeks
+    bars, weeks = bar_categories(report), report.weeks
+    order = {c: i for i, c in enumerate(report.categories)}
+    records = [{"engine": s.name, "week": w.week.isoformat(), "week_end": (w.week + timedelta(days=7)).isoformat(),
+                "category": c, "order": order[c], "count": n, "total": w.total, "partial": w.partial, "days": w.days}
+               for s in report.sections for w in s.weeks for c, n in w.counts.items() if c in bars]
+    shares = share_records(report) if report.by == "re_class" else []
     x_scale = alt.Scale(type="utc", domain=[_utc(weeks[0]), _utc(weeks[-1] + timedelta(days=7))]) if weeks \
         else alt.Scale(type="utc")
-    x_axis = alt.Axis(format="%Y-%m-%d", labelAngle=-30, values=_monday_ticks(weeks), title=None)
-    color = alt.Color("category:N", title=what, sort=shown,
-                      scale=alt.Scale(domain=shown, range=palette.colors(shown)),
+    step = max(1, -(-len(weeks) // 14))  # at most 14 ticks, on Mondays
+    x_axis = alt.Axis(format="%Y-%m-%d", labelAngle=-30, values=[_utc(w) for w in weeks[::step]], title=None)
+    color = alt.Color("category:N", title=what, sort=bars, scale=alt.Scale(domain=bars, range=palette.colors(bars)),
                       legend=alt.Legend(orient="right", symbolType="square"))
-    top = max(1, _max_stack(report, bars))
+    top = max([sum(w.counts[c] for c in bars) for s in report.sections for w in s.weeks] or [1]) or 1
     tooltip = [alt.Tooltip("engine:N"), alt.Tooltip("week:T", format="%Y-%m-%d"), alt.Tooltip("category:N"),
-               alt.Tooltip("count:Q"), alt.Tooltip("share:Q", format=".1%"), alt.Tooltip("total:Q"),
+               alt.Tooltip("count:Q"), alt.Tooltip("total:Q", title="issues that week"),
                alt.Tooltip("days:Q", title="days of data")]
-    partial_opacity = alt.condition("datum.partial", alt.value(PARTIAL_OPACITY), alt.value(1.0))
     rows = []
     for s in report.sections:
-        data = alt.Data(values=[r for r in records if r["engine"] == s.name])
-        base = alt.Chart(data)
-        # Bars span their week (x..x2, Monday to Monday) on a real time axis; Vega-Lite does not stack ranged
-        # bars, so the stack is an explicit transform in the report's column order (first category at the bottom).
-        stacked = base.transform_filter(alt.FieldOneOfPredicate(field="category", oneOf=bars)).transform_stack(
-            stack="count", groupby=["week"], as_=["y0", "y1"], sort=[alt.SortField("order", "ascending")],
-        ).mark_bar(stroke="white", strokeWidth=0.3).encode(
+        base = alt.Chart(alt.Data(values=[r for r in records if r["engine"] == s.name]))
+        # Bars span their week (x..x2) on a time axis; Vega-Lite does not stack ranged bars, so the stack is an
+        # explicit transform in the report's column order (first category at the bottom).
+        layers = [base.transform_stack(stack="count", groupby=["week"], as_=["y0", "y1"],
+                                       sort=[alt.SortField("order", "ascending")]).mark_bar(
+            stroke="white", strokeWidth=0.3).encode(
             x=alt.X("week:T", scale=x_scale, axis=x_axis), x2="week_end:T",
             y=alt.Y("y0:Q", title=f"issues ({'RE.1–RE.4' if report.by == 're_class' else 'all components'})",
-                    scale=alt.Scale(domain=[0, top], nice=False)),
-            y2="y1:Q", color=color, opacity=partial_opacity, tooltip=tooltip)
-        partial = [r for r in records if r["engine"] == s.name and r["partial"] and r["category"] == shown[0]] \
-            if shown else []
-        layers = [stacked]
-        if partial:
-            marks = alt.Chart(alt.Data(values=[{"week": r["week"], "week_end": r["week_end"], "days": r["days"],
-                                                "label": f"partial ({r['days']} d)"} for r in partial]))
-            layers.append(marks.mark_rect(fill=None, stroke="#555555", strokeDash=[3, 2], strokeWidth=0.8).encode(
-                x=alt.X("week:T", scale=x_scale, axis=x_axis), x2="week_end:T", y=alt.value(0),
-                y2=alt.value(height)))
-            layers.append(marks.transform_calculate(mid="toDate(datum.week) + 3.5 * 86400000").mark_text(
-                angle=270, align="right", baseline="middle", dy=0, dx=-3, fontSize=9, color="#555555").encode(
-                x=alt.X("mid:T", scale=x_scale), y=alt.value(0), text="label:N"))
-        panel = alt.layer(*layers).properties(width=width, height=height,
-                                              title=alt.TitleParams(s.name, anchor="start", fontSize=13))
-        rows.append(panel)
-        if lines:
-            line_base = base.transform_filter(alt.FieldOneOfPredicate(field="category", oneOf=lines)).transform_calculate(
-                mid="toDate(datum.week) + 3.5 * 86400000")
-            enc = dict(x=alt.X("mid:T", scale=x_scale, axis=alt.Axis(labels=False, ticks=False, title=None)),
-                       y=alt.Y("share:Q", title="share of issues", scale=alt.Scale(domain=[0, 1]),
-                               axis=alt.Axis(format="%", values=[0, 0.5, 1])),
-                       color=color, tooltip=tooltip)
-            line = line_base.mark_line(strokeWidth=1.6).encode(**enc)
-            points = line_base.mark_point(size=14, filled=True).encode(
-                **enc, fillOpacity=alt.condition("datum.partial", alt.value(0), alt.value(1)))
-            rows.append(alt.layer(line, points).properties(width=width, height=line_height))
+                    scale=alt.Scale(domain=[0, top], nice=False)), y2="y1:Q", color=color, tooltip=tooltip,
+            opacity=alt.condition("datum.partial", alt.value(0.35), alt.value(1.0)))]
+        if any(w.partial for w in s.weeks):
+            partial = base.transform_filter("datum.partial && datum.order == 0")
+            layers.append(partial.mark_rect(fill=None, stroke="#555555", strokeDash=[3, 2], strokeWidth=0.8).encode(
+                x=alt.X("week:T", scale=x_scale, axis=x_axis), x2="week_end:T", y=alt.value(0), y2=alt.value(height)))
+        rows.append(alt.layer(*layers).properties(width=width, height=height,
+                                                  title=alt.TitleParams(s.name, anchor="start", fontSize=13)))
+        if shares:
+            line = alt.Chart(alt.Data(values=[r for r in shares if r["engine"] == s.name]))
+            x = alt.X("mid:T", scale=x_scale, axis=alt.Axis(labels=False, ticks=False, title=None))
+            tip = ["mid:T", "resource:Q", "labeled:Q", alt.Tooltip("share:Q", format=".0%"), "rolling_resource:Q",
+                   "rolling_labeled:Q", alt.Tooltip("rolling:Q", format=".0%")]
+            rows.append(alt.layer(
+                line.mark_point(size=18, color="#555555").encode(
+                    x=x, y=alt.Y("share:Q", title="resource share", axis=alt.Axis(format="%")), tooltip=tip,
+                    fill=alt.condition("datum.partial", alt.value("white"), alt.value("#555555"))),
+                line.mark_line(color="#c0392b", strokeWidth=2).encode(x=x, y="rolling:Q", tooltip=tip),
+            ).properties(width=width, height=line_height))
     shared = "weeks Monday–Sunday, UTC" + (" · y scale shared by all engines" if len(report.sections) > 1 else "")
-    line_note = f" · lines: share of all issues that week ({', '.join(lines)})" if lines else ""
+    share_note = (f" · below: grey points = the week's resource share of labeled issues, red line = its {ROLLING}-week "
+                  "rolling share" if shares else "")
     partial_note = (f" · lighter, dashed = partial week (data as of {report.as_of:%Y-%m-%d})"
                     if report.partial_weeks and report.as_of else "")
     scope = report.sections[0].name if len(report.sections) == 1 else "per engine"
     subtitle = [f"{report.first_week} – {report.last_week} · model {report.model_version or 'none'}"
                 + ("" if report.include_prs else " · issues only") + f" · {shared}",
-                f"bars: {', '.join(bars)} stacked{line_note}{partial_note}"]
-    title = alt.TitleParams(f"Issues per week by {what} · {scope}", subtitle=subtitle, anchor="start")
+                f"bars: {', '.join(bars)} stacked{share_note}{partial_note}"]
+    if report.sample:
+        subtitle.insert(0, f"{report.sample.upper()}: counts are not the trackers' volume; read the shares")
+    title = alt.TitleParams(f"Issues per week by {what} · {scope}", subtitle=subtitle, anchor="start",
+                            subtitleColor="#333333")
     return alt.vconcat(*rows, spacing=8).resolve_scale(color="shared").properties(title=title) \
         .configure_view(stroke=None).configure_axis(grid=True, gridColor="#eeeeee")
 
@@ -195,7 +175,3 @@ def save(chart, path, fmt: str | None = None):
     else:
         chart.save(target, format="html", inline=True)
     return path
-
-
-def save_chart(report: WeeklyReport, path: str | Path, fmt: str | None = None) -> Path:
-    return save(weekly_chart(report), path, fmt)

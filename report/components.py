@@ -18,7 +18,8 @@ from typing import Iterable
 import duckdb
 
 from retriage import taxonomy
-from retriage.report.weekly import CURRENT_MODEL, _check_options, _extra_categories, resolve_engines
+from retriage.report.query import _check_options, resolve_engines
+from retriage.report.weekly import CURRENT_MODEL, _extra_categories
 
 REFERENCE_FILE = Path(__file__).resolve().parent / "reference_shares.toml"
 

@@ -8,13 +8,15 @@ further down the page; each list shows the newest `cell_limit` issues, linked to
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from html import escape
 
 from retriage.core.refs import format_ref
 from retriage.report import palette
 from retriage.report.chart import weekly_chart
-from retriage.report.weekly import BASELINE_WEEKS, CellIssues, NewestIssue, Section, WeeklyReport, newest_categories
+from retriage.report.weekly import (BASELINE_WEEKS, NewestIssue, Section, WeeklyReport, _issue, _newest_sql, _params,
+                                    _used, newest_categories, resolve_engines)
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em 2em; color: #222; }
@@ -31,6 +33,30 @@ span.swatch { display: inline-block; width: 0.8em; height: 0.8em; margin-right: 
 ul.issues { margin: 0.2em 0 0.6em; padding-left: 1.4em; } ul.issues li { margin: 1px 0; }
 .dim { color: #888; } code { background: #f4f4f4; padding: 0 3px; }
 """
+
+
+@dataclass(frozen=True)
+class CellIssues:
+    """The newest issues of one section, week and category (what a report cell counts), and how many there are."""
+
+    issues: list[NewestIssue]
+    total: int
+
+
+def cell_issues(con, report: WeeklyReport,
+                limit: int = 10) -> dict[tuple[str, date, str], CellIssues]:
+    """(section, week, category) -> the `limit` newest issues of that cell, for the resource classes (or every
+    component) in the weeks the report shows. For the HTML report's links; one window query."""
+    if not report.sections or not report.weeks or not (wanted := newest_categories(report.by, report.categories)):
+        return {}
+    params = _params(resolve_engines(report.engines), report.per_engine, report.model_version, report.include_prs,
+                     report.since, report.until)
+    sql = _newest_sql(report.by, params, "grp, week, category") + """
+        SELECT grp, week, category, n, issues FROM top ORDER BY grp, week, list_position($wanted, category)"""
+    first = datetime.combine(report.weeks[0], datetime.min.time())
+    rows = con.execute(sql, _used(sql, {**params, "first_week": first, "wanted": wanted, "limit": limit})).fetchall()
+    return {(grp, week, category): CellIssues([_issue(category, **x) for x in issues], int(n))
+            for grp, week, category, n, issues in rows}
 
 
 def _swatch(category: str) -> str:

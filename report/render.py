@@ -22,8 +22,6 @@ from retriage.report.weekly import (BASELINE_WEEKS, UNLABELED, UNSURE, Change, C
                                     newest_categories)
 
 SCHEMA_VERSION = 2  # 2: weeks carry days/partial, the change skips partial weeks, as_of and partial_weeks
-CHART_FORMATS = ("png", "html")
-FORMATS = ("table", "csv", "json", *CHART_FORMATS)
 DEFAULT_WEEKS = 12  # the last weeks shown without --since, --weeks or --all
 
 
@@ -104,17 +102,26 @@ def csv_header(report: WeeklyReport) -> list[str]:
             *(f"{c}_share" for c in report.categories)]
 
 
-def to_csv(report: WeeklyReport) -> str:
+def csv_rows(report: WeeklyReport) -> list[list]:
     """One row per section and week: counts, then shares (4 decimals). No totals row: sum the column."""
+    return [[s.engine, wk.week.isoformat(), wk.iso_week, wk.days, int(wk.partial), wk.total, *wk.counts.values(),
+             *(f"{v:.4f}" for v in wk.shares.values())] for s in report.sections for wk in s.weeks]
+
+
+def delimited(header: list[str], rows: list[list], sep: str = ",") -> str:
+    """CSV (sep ","), or for a pipe tab-separated text (sep "\\t", core.console.plain_cell: whitespace runs become
+    one space, control characters visible): a header, then one row per line, full values."""
+    if sep == "\t":
+        from retriage.core.console import plain_cell
+
+        return "".join("\t".join(plain_cell(v) for v in row) + "\n" for row in [header, *rows])
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(csv_header(report))
-    for s in report.sections:
-        for wk in s.weeks:
-            w.writerow([s.engine, wk.week.isoformat(), wk.iso_week, wk.days, int(wk.partial), wk.total,
-                        *wk.counts.values(),
-                        *(f"{v:.4f}" for v in wk.shares.values())])
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
     return buf.getvalue()
+
+
+def to_csv(report: WeeklyReport, sep: str = ",") -> str:
+    return delimited(csv_header(report), csv_rows(report), sep)
 
 
 # ------------------------------------------------------------------------------------------------------ Rich
@@ -123,8 +130,8 @@ def _what(report: WeeklyReport) -> str:
     return "RE classes" if report.by == "re_class" else "components"
 
 
-def _cell(n: int, share: float) -> str:
-    return f"{n} [dim]{share:.0%}[/]" if n else "[dim]0[/]"
+def _cell(n: int, share: float, shares: bool = True) -> str:
+    return (f"{n} [dim]{share:.0%}[/]" if shares else str(n)) if n else "[dim]0[/]"
 
 
 def _delta_cell(ch: Change, category: str | None) -> str:
@@ -142,50 +149,54 @@ def _mean_cell(ch: Change, category: str | None) -> str:
 
 
 def week_label(w: Week) -> str:
-    """The Monday, and `(partial)` when the week has fewer than 7 days of data."""
-    return f"{w.week.isoformat()} (partial)" if w.partial else w.week.isoformat()
+    """The Monday, and `*` when the week has fewer than 7 days of data (the caption says so)."""
+    return f"{w.week.isoformat()}*" if w.partial else w.week.isoformat()
 
 
-def section_table(report: WeeklyReport, s: Section) -> Table:
+def section_table(report: WeeklyReport, s: Section, shares: bool = True) -> Table:
+    """Weeks x categories. Cells never wrap: with `shares` False (a terminal too narrow for them) the week rows
+    hold counts only and the shares get their own row under the totals."""
     scope = s.name if report.per_engine or not report.engines else ", ".join(report.engines)
-    t = Table(title=f"[bold]Issues per week by {_what(report)}[/] · {scope}", title_justify="left",
+    t = Table(title=f"[bold]Issues per week by {_what(report)}[/] · {scope}"
+                    + (f" · [bold yellow]{report.sample}[/]" if report.sample else ""), title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    t.add_column("week (Mon)", no_wrap=True, min_width=21 if any(w.partial for w in s.weeks) else 11)
-    t.add_column("issues", justify="right", no_wrap=True, min_width=5)
-    for c in report.categories:  # long names fold in the header on narrow terminals; the cells stay whole
-        t.add_column(c, justify="right", overflow="fold", min_width=6)
-    for w in s.weeks:  # a partial week is dim and says so
+    t.add_column("week (Mon)", no_wrap=True)
+    for c in ("issues", *report.categories):
+        t.add_column(c, justify="right", no_wrap=True)
+    for w in s.weeks:  # a partial week is dim and marked
         t.add_row(week_label(w), str(w.total) if w.total else "[dim]0[/]",
-                  *(_cell(n, w.share(c)) for c, n in w.counts.items()), style="dim" if w.partial else None)
+                  *(_cell(n, w.share(c), shares) for c, n in w.counts.items()), style="dim" if w.partial else None)
     totals = s.totals
     t.add_section()
     t.add_row("[bold]total[/]", f"[bold]{totals.total}[/]",
-              *(_cell(n, totals.share(c)) for c, n in totals.counts.items()))
+              *(_cell(n, totals.share(c), shares) for c, n in totals.counts.items()))
+    if not shares:
+        t.add_row("share", "", *(f"{totals.share(c):.0%}" for c in totals.counts))
     ch = s.change
     if ch is not None:
         t.add_row(f"{ch.baseline_weeks}-wk mean", _mean_cell(ch, None), *(_mean_cell(ch, c) for c in report.categories))
-        t.add_row(f"Δ last full week ({ch.week:%m-%d})", _delta_cell(ch, None),
-                  *(_delta_cell(ch, c) for c in report.categories))
+        t.add_row(f"Δ {ch.week:%m-%d}", _delta_cell(ch, None), *(_delta_cell(ch, c) for c in report.categories))
     return t
 
 
 def _caption(report: WeeklyReport) -> Text:
     names = report.category_names()
     parts = [f"{c} {n}" for c, n in names.items() if n and c not in (UNSURE, UNLABELED)]
-    model = report.model_version or "none shipped"
-    lines = []
-    if parts:
-        lines.append(" · ".join(parts))
-    lines.append(f"model {model} · {UNLABELED} = no prediction of this model"
+    lines = [" · ".join(parts)] if parts else []
+    if report.sample:
+        lines.append(f"{report.sample}: the counts are not the trackers' volume; read the shares")
+    lines.append(f"model {report.model_version or 'none shipped'} · {UNLABELED} = no prediction of this model"
                  + (f" · {UNSURE} = classifier abstained" if UNSURE in report.categories else "")
                  + ("" if report.include_prs else " · pull requests excluded")
-                 + f" · Δ last full week = the last full week minus the mean of the (up to) {BASELINE_WEEKS} full "
-                 "weeks before it; partial weeks are not compared"
+                 + " · * partial week (fewer than 7 days of data), never compared · Δ MM-DD = the last full week "
+                 f"minus the mean of the (up to) {BASELINE_WEEKS} full weeks before it"
                  + (f" · data as of {report.as_of:%Y-%m-%d %H:%M} UTC" if report.as_of else ""))
     return Text("\n".join(lines), style="dim")
 
 
 def newest_table(report: WeeklyReport, s: Section) -> Table | Text:
+    """The newest issues of each listed category: the reference and day stacked, the title wrapped (never cut)
+    and the link whole on its own line (at 80 columns the longest tracker URL fits)."""
     wanted = newest_categories(report.by, report.categories)
     first, last = s.weeks[0].week, s.weeks[-1].week + timedelta(days=6)
     label = "class" if report.by == "re_class" else "component"
@@ -193,33 +204,33 @@ def newest_table(report: WeeklyReport, s: Section) -> Table | Text:
         kinds = "resource-class" if report.by == "re_class" else "labeled"
         return Text(f"No {kinds} issues from {first} to {last} ({', '.join(wanted)}).", style="dim")
     t = Table(title=f"Newest issues of each {label}, {first} – {last}",
-              title_justify="left", box=None, pad_edge=False, show_header=False, expand=True)
-    refs = [format_ref(n.repo, n.number) for n in s.newest]
-    t.add_column(label, no_wrap=True, style="bold", min_width=max(len(n.category) for n in s.newest))
-    t.add_column("issue", no_wrap=True, min_width=max(map(len, refs)))
-    t.add_column("created", no_wrap=True, style="dim", min_width=10)
-    t.add_column("title and link", ratio=1)
+              title_justify="left", box=None, pad_edge=False, show_header=False, collapse_padding=True)
+    t.add_column(label, no_wrap=True, style="bold")
+    t.add_column("issue", no_wrap=True)
+    t.add_column("title and link", overflow="fold")
     previous = None
-    for n, ref in zip(s.newest, refs):
-        cell = [Text(n.title, no_wrap=True, overflow="ellipsis")]
-        if n.html_url:  # the link folds rather than being cut, so it stays usable as plain text
-            cell.append(Text(n.html_url, style=f"blue link {n.html_url}", overflow="fold"))
-        t.add_row(n.category if n.category != previous else "", ref,
-                  n.created_at.strftime("%Y-%m-%d"), Group(*cell))
+    for n in s.newest:
+        cell = [Text(n.title)]
+        if n.html_url:
+            cell.append(Text(n.html_url, style=f"blue link {n.html_url}", no_wrap=True, overflow="fold"))
+        t.add_row(n.category if n.category != previous else "",
+                  Group(Text(format_ref(n.repo, n.number)), Text(f"{n.created_at:%Y-%m-%d}", style="dim")),
+                  Group(*cell))
         previous = n.category
     return t
 
 
-def report_renderables(report: WeeklyReport) -> list:
+def report_renderables(report: WeeklyReport, width: int | None = None) -> list:
+    """The tables, newest issues and caption; at `width` columns a week table too wide for its shares holds
+    counts only (its shares in a row of their own)."""
     out: list = []
     for s in report.sections:
-        out += [section_table(report, s), newest_table(report, s), Text("")]
+        table = section_table(report, s)
+        if width and Console(width=10_000).measure(table).maximum > width:
+            table = section_table(report, s, shares=False)
+        out += [table, newest_table(report, s), Text("")]
     out.append(_caption(report))
     return out
-
-
-def print_report(report: WeeklyReport, out: Console) -> None:
-    out.print(Group(*report_renderables(report)))
 
 
 def no_labels_message(report: WeeklyReport) -> str | None:
@@ -251,7 +262,7 @@ def print_weekly(con, out: Console | None = None, weeks: int = 12, by: str = "re
     if message:
         out.print(f"[bold]weekly report[/]: {message}")
         return None
-    print_report(report, out)
+    out.print(Group(*report_renderables(report, out.width)))
     return report
 
 
@@ -285,6 +296,15 @@ def components_dict(report: ComponentReport) -> dict:
             } for c in report.components],
         } for e in report.engines],
     }
+
+
+def components_rows(report: ComponentReport) -> tuple[list[str], list[list]]:
+    """(header, one row per engine and component) for CSV and tab-separated output; shares with 4 decimals."""
+    f = (lambda x: "" if x is None else f"{x:.4f}")
+    return (["engine", "component", "labeled", "share", "resource", "resource_share", "published_share"],
+            [[e.engine, c, e.labeled[c], f(e.share(c)), e.resource[c], f(e.share(c, True)),
+              f(e.reference[c].share if c in e.reference else None)]
+             for e in report.engines for c in report.components])
 
 
 def components_tables(report: ComponentReport) -> list:

@@ -1,42 +1,13 @@
-"""The weekly distribution of RE classes (or components) over issue creation weeks, computed in DuckDB.
+"""The weekly distribution of RE classes (or components) over ISO weeks of issue creation, counted in DuckDB.
 
-Counting rules (the report's documented contract):
-
-- Weeks are ISO weeks, Monday to Sunday, of `issues.created_at` (stored in UTC). A row is keyed by its Monday.
-  The rows are dense: every week from the first to the last week of the range is present, with zeros when no
-  issue was created in it.
-- The range is `since`..`until`, both inclusive, whole days (UTC), cut to the weeks of the selected data: it
-  never starts before the week of the oldest issue in the selection (engines, PRs; whatever the day bounds)
-  nor ends after the week of the newest one, so no empty week outside the data is ever a row and a range of
-  1970-9998 costs what the data's own span costs. Without `since` it starts at the week of the oldest issue
-  in the selection, without `until` it ends at the week of the newest one. The first and last rows count only
-  the days inside the bounds, so they may cover part of a week. `last_weeks=N` shows the last N weeks of that
-  range. A week is *partial* when it has fewer than 7 days inside the bounds and up to the
-  data's as-of day (the newest issue, or the last sync run if later): the week being mined is partial.
-- Pull requests are left out unless `include_prs`.
-- Which label counts: the prediction of one model version, by default the shipped model's
-  (`retriage.classifier.current_model_version()`). An issue without a prediction of that version, or every
-  issue when no model is shipped, counts as `unlabeled`. With `by="re_class"` a prediction with
-  `abstained = true` counts as `unsure` (that column appears only when there are any); with `by="component"`
-  the predicted component counts as is (abstaining is about the class).
-- Columns follow the taxonomy's order (taxonomy/taxonomy.toml), then any other value the predictions hold,
-  then `unsure`, then `unlabeled`.
-- Engines come from taxonomy/engines.toml. All issues count together unless `per_engine`, which gives one
-  section per engine (issues of repositories the taxonomy does not know form a section named by the repo).
-- Each section ends with totals (of the weeks shown), the last full week against the mean of the four full
-  weeks before it (partial weeks are never compared; fewer baseline weeks when the range starts later; with
-  `last_weeks` the baseline may reach before the weeks shown, never before `since`), and the newest issues of
-  each resource class (or component) created in the weeks shown.
-
-The heavy work is three SQL statements: a GROUP BY over the issues joined to their predictions, a
-generate_series week spine crossed with the sections and PIVOTed into columns, and a window query for the
-newest issues. Python only arranges the aggregated rows. `cell_issues` lists the issues behind each cell (for
-the HTML report).
+The counting rules (weeks, range, partial weeks, which label counts, columns, the last-week change, the newest
+issues) are the documented contract in report/README.md. The SQL is built in report.query: a GROUP BY over
+the issues joined to their predictions, a generate_series week spine PIVOTed into columns, and a top-N aggregate
+for the newest issues; Python only arranges the aggregated rows.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Iterable, Sequence
@@ -44,15 +15,10 @@ from typing import Iterable, Sequence
 import duckdb
 
 from retriage import taxonomy
-from retriage.core.days import check_year, parse_day
 from retriage.core.errors import UsageError
+from retriage.report.query import (ALL, MAX_WEEKS, UNLABELED, UNSURE, _base_sql, _check_options,  # noqa: F401
+                                   _newest_sql, _pivot_sql, _selection_where, _used, resolve_engines)
 
-MAX_WEEKS = 52 * 1000
-
-BY_VALUES = ("re_class", "component")
-UNLABELED = "unlabeled"
-UNSURE = "unsure"
-ALL = "all"
 BASELINE_WEEKS = 4
 CURRENT_MODEL = object()  # model_version default: the shipped model
 
@@ -177,6 +143,7 @@ class WeeklyReport:
     include_prs: bool
     sections: list[Section]
     as_of: datetime | None = None  # the newest moment the data covers (newest issue, or last sync)
+    sample: str | None = None  # sample_note(): what tables and charts say when the data is a sample
 
     @property
     def partial_weeks(self) -> list[date]:
@@ -210,76 +177,6 @@ class WeeklyReport:
         return {c: names.get(c, "") for c in self.categories}
 
 
-def resolve_engines(names: Iterable[str] | None) -> list[taxonomy.Engine]:
-    """Engine ids or aliases (also comma-separated) -> taxonomy engines, in the order given, without repeats."""
-    out: list[taxonomy.Engine] = []
-    for raw in names or []:
-        for name in (n.strip() for n in raw.split(",")):
-            if not name:
-                continue
-            engine = taxonomy.engine_by_alias(name)
-            if engine is None:
-                known = ", ".join(e.id for e in taxonomy.engines())
-                raise UsageError(f"unknown engine {name!r}: use one of {known}")
-            if engine not in out:
-                out.append(engine)
-    return out
-
-
-def _sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _selection_where(params: dict, dates: bool = True) -> list[str]:
-    """The WHERE terms of the selection (issues or also PRs, engines, and with `dates` the day bounds); only the
-    filters in use, so DuckDB can push them into the scan."""
-    where = ["i.created_at IS NOT NULL"]
-    if not params["include_prs"]:
-        where.append("NOT i.is_pull_request")
-    if params["repos"] is not None:
-        where.append("list_contains($repos, i.repo)")
-    if dates and params["since"] is not None:
-        where.append("i.created_at >= $since")
-    if dates and params["until"] is not None:
-        where.append("i.created_at < $until")
-    return where
-
-
-def _span_sql(params: dict) -> str:
-    """CTE `span`: the Monday of the first and of the last week holding a selected issue, whatever the day
-    bounds (NULLs when nothing is selected). The week spine never reaches outside it: --since 1970-01-01
-    --until 9998-12-31 costs what the data's own span costs, not 430,000 empty weeks."""
-    if params["since"] is None and params["until"] is None:
-        return "span AS (SELECT min(week) AS first, max(week) AS last FROM counts)"
-    return f"""span AS (
-            SELECT date_trunc('week', min(i.created_at))::DATE AS first,
-                   date_trunc('week', max(i.created_at))::DATE AS last
-            FROM issues i WHERE {" AND ".join(_selection_where(params, dates=False))})"""
-
-
-def _base_sql(by: str, params: dict, columns: str = "", newest: bool = False) -> str:
-    """CTE `base`: the selected issues with repo, week and category (and `columns`). Only the filters in use
-    are written, so DuckDB can push them into the scan; their values stay parameters ($...)."""
-    category = f"p.{by}" if by == "component" else f"CASE WHEN p.abstained THEN '{UNSURE}' ELSE p.re_class END"
-    where = _selection_where(params)
-    if newest:
-        where.append("i.created_at >= $first_week")
-    return f"""
-        base AS (
-            SELECT i.repo, date_trunc('week', i.created_at)::DATE AS week,
-                   CASE WHEN p.repo IS NULL THEN '{UNLABELED}' ELSE {category} END AS category{columns}
-            FROM issues i
-            LEFT JOIN predictions p
-                   ON p.repo = i.repo AND p.number = i.number AND p.model_version = $model_version
-            WHERE {" AND ".join(where)}
-        )"""
-
-
-def _used(sql: str, params: dict) -> dict:
-    """The parameters a statement names (DuckDB rejects unused named parameters)."""
-    return {k: v for k, v in params.items() if re.search(rf"\${k}\b", sql)}
-
-
 def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | None,
                       known: Sequence[str]) -> list[str]:
     """Values the model's predictions hold that the taxonomy does not list (e.g. from an older taxonomy)."""
@@ -290,29 +187,6 @@ def _extra_categories(con: duckdb.DuckDBPyConnection, by: str, model_version: st
     return [r[0] for r in rows if r[0] not in (UNSURE, UNLABELED)]
 
 
-def _parse_day(value: date | str | None, what: str) -> date | None:
-    """A day: a date, 'YYYY-MM-DD' or a span back from today ('12w', '30d', '6m'; retriage.core.days)."""
-    if value is None:
-        return value
-    if isinstance(value, datetime):
-        value = value.date()
-    if isinstance(value, date):
-        return check_year(value, what, value.isoformat())
-    return parse_day(value, what)
-
-
-def _check_options(by: str, since, until, last_weeks: int | None) -> tuple[date | None, date | None]:
-    """The inclusive day range, after checking every option that can be wrong."""
-    if by not in BY_VALUES:
-        raise UsageError(f"--by must be one of {', '.join(BY_VALUES)}, not {by!r}")
-    since_day, until_day = _parse_day(since, "--since"), _parse_day(until, "--until")
-    if since_day and until_day and since_day > until_day:
-        raise UsageError(f"--since {since_day} is after --until {until_day}")
-    if last_weeks is not None and not 1 <= last_weeks <= MAX_WEEKS:
-        raise UsageError(f"the number of weeks must be from 1 to {MAX_WEEKS:,}, not {last_weeks}")
-    return since_day, until_day
-
-
 def _categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | None) -> tuple[list[str], list[str]]:
     """(the taxonomy's categories, every column of the report: those, other stored values, unsure, unlabeled)."""
     known = taxonomy.re_class_ids() if by == "re_class" else taxonomy.component_ids()
@@ -321,39 +195,6 @@ def _categories(con: duckdb.DuckDBPyConnection, by: str, model_version: str | No
         categories.append(UNSURE)
     categories.append(UNLABELED)
     return known, categories
-
-
-def _pivot_sql(by: str, params: dict, categories: Sequence[str]) -> str:
-    """Weeks x categories per section, with empty weeks as zeros; all counting in DuckDB."""
-    return f"""
-        WITH {_base_sql(by, params)},
-        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
-        counts AS (  -- aggregate per repo first, then map the few repos to sections
-            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, c.repo) ELSE '{ALL}' END AS grp,
-                   c.week, c.category, sum(c.n) AS n
-            FROM (SELECT repo, week, category, count(*) AS n FROM base GROUP BY ALL) c
-            LEFT JOIN engine_map m ON m.repo = c.repo
-            GROUP BY ALL),
-        {_span_sql(params)},
-        clamped AS (  -- since..until, cut to the weeks of the selected data (no empty weeks outside it)
-            -- least()/greatest() skip NULL: without $hi/$lo the range is the data's own span
-            SELECT CASE WHEN last IS NOT NULL THEN least($hi, last) END AS hi, greatest($lo, first) AS lo
-            FROM span),
-        bounds AS (
-            SELECT hi,
-                   -- without $n_weeks the range starts at lo; a `last_weeks` window starts BASELINE_WEEKS
-                   -- early: those rows feed the last-week baseline
-                   greatest(lo, hi - INTERVAL ($n_weeks - 1 + $baseline) WEEK)::DATE AS lo
-            FROM clamped),
-        spine AS (SELECT unnest(generate_series(lo, hi, INTERVAL 7 DAY))::DATE AS week FROM bounds),
-        grps AS (SELECT DISTINCT grp FROM counts UNION SELECT unnest($groups)),
-        grid AS (SELECT g.grp, s.week, k.category, k.n
-                 FROM grps g CROSS JOIN spine s
-                 LEFT JOIN counts k ON k.grp = g.grp AND k.week = s.week),
-        wide AS (PIVOT grid ON category IN ({", ".join(_sql_literal(c) for c in categories)})
-                 USING sum(n) GROUP BY grp, week)
-        SELECT grp, week, coalesce(COLUMNS(* EXCLUDE (grp, week)), 0) FROM wide
-        ORDER BY list_position($order, grp) NULLS LAST, grp, week"""
 
 
 def _days(monday: date, since: date | None, until: date | None, as_of: date | None) -> int:
@@ -429,7 +270,7 @@ def weekly_report(con: duckdb.DuckDBPyConnection, engines: Iterable[str] | None 
     if sections and newest > 0:
         _attach_newest(con, sections, by, categories, params, newest)
     return WeeklyReport(by, categories, model_version, [e.id for e in selected], per_engine, since_day,
-                        until_day, include_prs, sections, as_of)
+                        until_day, include_prs, sections, as_of, sample_note(con))
 
 
 MAX_SPAN_WEEKS = 5_218  # about a century of rows: a selection spanning more is refused unless --weeks cuts it
@@ -475,30 +316,28 @@ def data_as_of(con: duckdb.DuckDBPyConnection) -> datetime | None:
                        "(SELECT max(last_run_at) FROM sync_state))").fetchone()[0]
 
 
+SAMPLE_COVERAGE = 0.25  # a tracker numbers issues and PRs together: a whole one holds far more of its numbers
+
+
+def sample_note(con: duckdb.DuckDBPyConnection) -> str | None:
+    """"sample data ..." when the database is a sample, such as the bundled snapshot: nothing was mined
+    (sync_state is empty) and its issues hold under SAMPLE_COVERAGE of the numbers from each repository's first
+    to its last; None otherwise."""
+    if con.execute("SELECT count(*) FROM sync_state").fetchone()[0]:
+        return None
+    held, span = con.execute("SELECT sum(n), sum(span) FROM (SELECT count(*) AS n, max(number) - min(number) + 1 "
+                             "AS span FROM issues GROUP BY repo)").fetchone()
+    if not held or held >= SAMPLE_COVERAGE * span:
+        return None
+    return f"sample data ({held:,} of {span:,} issue numbers, imported, not mined)"
+
+
 def newest_categories(by: str, categories: Sequence[str]) -> list[str]:
     """Categories whose newest issues are listed: the resource classes (not `none`), or every component."""
     skip = {UNLABELED, UNSURE}
     if by == "re_class":
         skip |= set(taxonomy.re_class_ids()) - set(taxonomy.resource_class_ids())
     return [c for c in categories if c not in skip]
-
-
-def _newest_sql(by: str, params: dict, keys: str) -> str:
-    """Per `keys` (the section and category, or also the week): how many selected issues of the wanted
-    categories were created from $first_week, and the $limit newest of them — a top-N aggregate (max_by with
-    N), which needs no sort of all the rows."""
-    return f"""
-        WITH {_base_sql(by, params, ", i.number, i.title, i.html_url, i.created_at, p.confidence", newest=True)},
-        engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
-        tagged AS (
-            SELECT CASE WHEN $per_engine THEN coalesce(m.engine, b.repo) ELSE '{ALL}' END AS grp, b.*
-            FROM base b LEFT JOIN engine_map m ON m.repo = b.repo
-            WHERE list_contains($wanted, category)),
-        top AS (
-            SELECT {keys}, count(*) AS n,
-                   max_by({{'repo': repo, 'number': number, 'title': title, 'html_url': html_url,
-                            'created_at': created_at, 'confidence': confidence}}, created_at, $limit) AS issues
-            FROM tagged GROUP BY ALL)"""
 
 
 def _issue(category, repo, number, title, html_url, created_at, confidence) -> NewestIssue:
@@ -536,28 +375,3 @@ def _attach_newest(con, sections: list[Section], by: str, categories: Sequence[s
     for (grp, category), issues in sorted(found.items(), key=lambda kv: wanted.index(kv[0][1])):
         if grp in by_grp:
             by_grp[grp].newest += [_issue(category, **x) for x in issues]
-
-
-@dataclass(frozen=True)
-class CellIssues:
-    """The newest issues of one section, week and category (what a report cell counts), and how many there are."""
-
-    issues: list[NewestIssue]
-    total: int
-
-
-def cell_issues(con: duckdb.DuckDBPyConnection, report: WeeklyReport,
-                limit: int = 10) -> dict[tuple[str, date, str], CellIssues]:
-    """(section, week, category) -> the `limit` newest issues of that cell, for the resource classes (or every
-    component) in the weeks the report shows. For the HTML report's links; one window query."""
-    wanted = newest_categories(report.by, report.categories)
-    if not report.sections or not report.weeks or not wanted:
-        return {}
-    params = _params(resolve_engines(report.engines), report.per_engine, report.model_version,
-                     report.include_prs, report.since, report.until)
-    sql = _newest_sql(report.by, params, "grp, week, category") + """
-        SELECT grp, week, category, n, issues FROM top ORDER BY grp, week, list_position($wanted, category)"""
-    first = datetime.combine(report.weeks[0], datetime.min.time())
-    rows = con.execute(sql, _used(sql, {**params, "first_week": first, "wanted": wanted, "limit": limit})).fetchall()
-    return {(grp, week, category): CellIssues([_issue(category, **x) for x in issues], int(n))
-            for grp, week, category, n, issues in rows}

@@ -4,18 +4,23 @@ every chart, the 12-week default, and the component shares beside the published 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import shutil
 from datetime import date, datetime, timedelta
 
 import pytest
 
 from conftest import run_cli
 from retriage import taxonomy
+from retriage.core.refs import format_ref
+from retriage.db.store import connect
 from retriage.report import chart, palette
 from retriage.report.components import component_shares, reference_shares
 from retriage.report.weekly import weekly_report
-from test_report import MODEL, con, db  # noqa: F401  (the module's fixtures: one database for both files)
+from test_report import MODEL, con, db, plain, sql_counts, terminal  # noqa: F401  (the module's fixtures)
 
 VLLM = taxonomy.engine_by_alias("vllm")
 
@@ -56,8 +61,8 @@ def test_table_shows_the_last_12_weeks_unless_told(db, con):
     assert [w["week"] for w in three["sections"][0]["weeks"]] == [w.isoformat() for w in full.weeks[-3:]]
     since = json.loads(_cli(db, "--since", "2024-01-01", "--json").stdout)  # a range given: all of it
     assert since["first_week"] == "2024-01-01" and len(since["sections"][0]["weeks"]) > 12
-    table = _cli(db, env={"COLUMNS": "160"}).stdout
-    rows = [line.split()[0] for line in table.splitlines() if re.match(r"\s*\d{4}-\d\d-\d\d", line)]
+    table = plain(_cli(db, env=terminal(160)).stdout)
+    rows = [m.group(1) for line in table.splitlines() if (m := re.match(r"\s*(\d{4}-\d\d-\d\d)\*? +\d+ ", line))]
     assert rows == [w.isoformat() for w in full.weeks[-12:]]
 
 
@@ -122,7 +127,7 @@ def test_one_colour_per_category_in_every_chart(con):
                for t in layer.get("transform", []) if isinstance(f := t.get("filter"), dict) and f.get("field") == "engine"]
     assert filters == [e.name for e in share_rep.engines if e.labeled_total]  # a bar panel per engine, its own rows
     assert len(filters) >= 3
-    assert set(taxonomy.resource_class_ids()) | {"none"} <= set(by_class)
+    assert set(taxonomy.resource_class_ids()) <= set(by_class)
     assert set(taxonomy.component_ids()) <= set(by_component) and set(taxonomy.component_ids()) <= set(shares)
     merged: dict[str, str] = {}
     for mapping in (by_class, by_component, shares):
@@ -154,5 +159,75 @@ def test_component_shares_match_sql_and_carry_the_published_ones(db, con):
     comps = {c["component"]: c for c in doc["engines"][0]["components"]}
     assert {c: v["labeled"] for c, v in comps.items() if v["labeled"]} == rows
     assert comps["model_loader"]["published_share"] == 0.21 and comps["scheduler"]["published_share"] is None
-    table = _cli(db, "--components", "--engine", "vllm", env={"COLUMNS": "150"}).stdout
+    table = plain(_cli(db, "--components", "--engine", "vllm", env=terminal(150)).stdout)
     assert "21%" in table and "2506.09713" in table and "engine_setup" in table
+
+
+def test_a_pipe_gets_tab_separated_rows_with_full_values(db):
+    piped, as_csv = _cli(db, "--all", "--per-engine"), _cli(db, "--all", "--per-engine", "--format", "csv")
+    assert piped.returncode == as_csv.returncode == 0, piped.stderr
+    rows = [line.split("\t") for line in piped.stdout.splitlines()]
+    assert rows == list(csv.reader(io.StringIO(as_csv.stdout)))
+    assert rows[0][:6] == ["engine", "week", "iso_week", "days", "partial", "total"] and len(rows) > 50
+    assert len({len(r) for r in rows}) == 1
+    comps = [line.split("\t") for line in _cli(db, "--components").stdout.splitlines()]
+    assert comps[0][:3] == ["engine", "component", "labeled"] and len({len(r) for r in comps}) == 1
+    assert ["vllm", "model_loader"] in [r[:2] for r in comps]
+    table = _cli(db, "--format", "table", env={"COLUMNS": "100"}).stdout  # --format table is obeyed in a pipe
+    assert "Issues per week" in table and "\t" not in table
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_terminal_table_keeps_every_column_and_value_whole(db, con, width):
+    rep = weekly_report(con, model_version=MODEL, last_weeks=12)
+    assert "unsure" in rep.categories
+    out = plain(_cli(db, env=terminal(width)).stdout)
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    header = next(line.split() for line in lines if line.strip().startswith("week (Mon)"))
+    assert header == ["week", "(Mon)", "issues", *rep.categories]
+    for w in rep.sections[0].weeks:  # every cell of the week on its row: count and share together
+        cells = [f"{n} {w.share(c):.0%}" if n else "0" for c, n in w.counts.items()]
+        expected = " ".join([f"{w.week}{'*' if w.partial else ''}", str(w.total), *cells]).split()
+        assert expected in [line.split() for line in lines], w.week
+    for n in rep.sections[0].newest:  # links whole on one line; titles never cut
+        assert any(line.strip().endswith(n.html_url) for line in lines), n.html_url
+        if width == 200:
+            assert any(n.title in line for line in lines), n.title
+        ref = format_ref(n.repo, n.number)  # the title column, from the issue's line down to its link
+        i = next(k for k, line in enumerate(lines) if re.search(rf"\b{re.escape(ref)}\b", line))
+        start = lines[i].index(ref) + len(ref)
+        start += len(lines[i][start:]) - len(lines[i][start:].lstrip())
+        j = next(k for k in range(i, len(lines)) if n.html_url in lines[k])
+        assert " ".join(" ".join(line[start:] for line in lines[i:j]).split()) == " ".join(n.title.split())
+
+
+def test_a_sample_says_so_in_the_table_and_the_chart(db, con, tmp_path):
+    rep = weekly_report(con, model_version=MODEL, last_weeks=8)
+    assert rep.sample and rep.sample.startswith("sample data")  # the snapshot imported, nothing mined
+    assert "sample data" in plain(_cli(db, "--weeks", "8", env=terminal(120)).stdout).split("week (Mon)")[0]
+    assert rep.sample.upper() in json.dumps(chart.weekly_chart(rep).to_dict())
+    mined = tmp_path / "mined.duckdb"
+    shutil.copy(db, mined)
+    c = connect(mined)
+    c.execute("INSERT INTO sync_state (repo, resource, last_run_at) VALUES ('vllm-project/vllm', 'issues', now())")
+    assert weekly_report(c, model_version=MODEL).sample is None
+    c.execute("DELETE FROM sync_state")
+    c.execute("INSERT INTO issues (repo, number, created_at, is_pull_request) SELECT 'o/dense', i, "
+              "TIMESTAMP '2025-01-01', false FROM range(1, 200000) t(i)")  # an import of a whole tracker
+    assert weekly_report(c, model_version=MODEL).sample is None
+    c.close()
+
+
+def test_chart_share_points_and_rolling_share_match_sql(con):
+    rep = weekly_report(con, engines=["vllm"], model_version=MODEL, last_weeks=10)
+    counts = sql_counts(con, repos=[VLLM.repo])
+    weeks = [w.iso_week for w in rep.sections[0].earlier + rep.sections[0].weeks]
+    res = {w: sum(counts.get((w, c), 0) for c in taxonomy.resource_class_ids()) for w in weeks}
+    lab = {w: sum(counts.get((w, c), 0) for c in taxonomy.re_class_ids()) for w in weeks}
+    records = chart.share_records(rep)
+    assert len(records) == 10
+    for i, r in enumerate(records, len(weeks) - 10):
+        assert (r["resource"], r["labeled"]) == (res[weeks[i]], lab[weeks[i]])
+        window = weeks[max(0, i - chart.ROLLING + 1):i + 1]
+        assert r["rolling"] == pytest.approx(sum(res[w] for w in window) / sum(lab[w] for w in window), abs=1e-4)

@@ -1,7 +1,8 @@
 """`retriage report`: options in, one library call, one output format out.
 
 `--weekly` (the default): the weekly distribution of RE classes or components. `--components`: each engine's
-component shares over a period, beside the shares a study published.
+component shares over a period, beside the shares a study published. `--releases`: RE classes per engine release.
+Without --format or --json, a terminal gets Rich tables; a pipe or a file gets tab-separated rows (gh's convention).
 """
 
 from __future__ import annotations
@@ -47,18 +48,27 @@ def _check_output(output: Path) -> None:
     output_target(output)
 
 
-def _write_table(renderables: list, output: Optional[Path]) -> None:
+def _write_table(renderables, output: Optional[Path]) -> None:
+    """Rich tables: `renderables(width)` gives them for a width (80 to a file)."""
     from rich.console import Console, Group
 
-    if output is None:
-        console().print(Group(*renderables))
-        return
-    if is_stdout(output):
-        console().print(Group(*renderables))
+    if output is None or is_stdout(output):
+        out = console()
+        out.print(Group(*renderables(out.width)))
         return
     with atomic_output(output) as f:
-        Console(file=f, width=120, no_color=True, highlight=False).print(Group(*renderables))
+        Console(file=f, width=120, no_color=True, highlight=False).print(Group(*renderables(120)))
     typer.echo(f"wrote {output}", err=True)
+
+
+def _format(fmt: Optional["Format"], as_json: bool, output: Optional[Path]) -> str:
+    """json, the --format given, table on a terminal, else tsv (a pipe or a file: one row per line, tab-separated,
+    full values)."""
+    if as_json:
+        return "json"
+    if fmt is not None:
+        return fmt.value
+    return "table" if (output is None or is_stdout(output)) and console().is_terminal else "tsv"
 
 
 def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
@@ -68,8 +78,8 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
 
     if fmt == "json":
         _write_text(render.to_json(rep), output)
-    elif fmt == "csv":
-        _write_text(render.to_csv(rep), output)
+    elif fmt in ("csv", "tsv"):
+        _write_text(render.to_csv(rep, "," if fmt == "csv" else "\t"), output)
     elif fmt == "png":
         path = output or Path(f"retriage-weekly-{rep.by}.png")
         _check_output(path)
@@ -77,15 +87,14 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
             charts.save(charts.weekly_chart(rep), f, "png")
         typer.echo(f"wrote chart {path.expanduser().resolve()}")
     elif fmt == "html":
-        from retriage.report.html import report_html
-        from retriage.report.weekly import cell_issues
+        from retriage.report.html import cell_issues, report_html
 
         path = output or Path(f"retriage-weekly-{rep.by}.html")
         _check_output(path)
         write_text_atomic(path, report_html(rep, cell_issues(con, rep)))
         typer.echo(f"wrote report {path.expanduser().resolve()}")
     else:
-        _write_table(render.report_renderables(rep), output)
+        _write_table(lambda width: render.report_renderables(rep, width), output)
 
 
 def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
@@ -94,8 +103,8 @@ def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
 
     if fmt == "json":
         _write_text(render.to_json_text(render.components_dict(rep)), output)
-    elif fmt == "csv":
-        raise UsageError("--components prints a table, --json, html or png; not csv")
+    elif fmt in ("csv", "tsv"):
+        _write_text(render.delimited(*render.components_rows(rep), "," if fmt == "csv" else "\t"), output)
     elif fmt in ("png", "html"):
         path = output or Path(f"retriage-components.{fmt}")
         _check_output(path)
@@ -103,13 +112,40 @@ def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
             charts.save(charts.component_chart(rep), f, fmt)
         typer.echo(f"wrote chart {path.expanduser().resolve()}")
     else:
-        _write_table(render.components_tables(rep), output)
+        _write_table(lambda width: render.components_tables(rep), output)
+
+
+def _write_releases(con, rep, fmt: str, output: Optional[Path]) -> None:
+    from retriage.report import chart as charts
+    from retriage.report import release_render as view
+    from retriage.report.render import delimited, to_json_text
+    from retriage.report.weekly import sample_note
+
+    if fmt == "json":
+        _write_text(to_json_text(view.to_dict(rep)), output)
+    elif fmt in ("csv", "tsv"):
+        _write_text(delimited(view.header(rep), view.rows(rep), "," if fmt == "csv" else "\t"), output)
+    elif fmt in ("png", "html"):
+        path = output or Path(f"retriage-releases.{fmt}")
+        _check_output(path)
+        chart = view.chart(rep)
+        if fmt == "html":
+            write_text_atomic(path, view.html(rep, chart.to_html(inline=True)))
+        else:
+            with atomic_output(path, binary=True) as f:
+                charts.save(chart, f, "png")
+        typer.echo(f"wrote {'report' if fmt == 'html' else 'chart'} {path.expanduser().resolve()}")
+    else:
+        sample = sample_note(con)
+        _write_table(lambda width: view.tables(rep, sample, width), output)
 
 
 def report(
     weekly: bool = typer.Option(False, "--weekly", help="Weekly distribution (the default)."),
     components: bool = typer.Option(False, "--components", help="Each engine's component shares over the "
                                     "period, beside the shares published by arXiv 2506.09713."),
+    releases: bool = typer.Option(False, "--releases", help="Per engine and release: RE classes with 95 % "
+                                  "intervals beside the earlier releases; flags a release clearly above them."),
     engine: Optional[List[str]] = typer.Option(
         None, "--engine", "-e", help=f"Only this engine ({', '.join(e.id for e in taxonomy.engines())}); "
         "repeatable. Default: every issue in the database."),
@@ -121,8 +157,9 @@ def report(
     weeks: Optional[int] = typer.Option(None, help="Only the last N weeks of the range (default 12 without "
                                         "--since)."),
     all_weeks: bool = typer.Option(False, "--all", help="Every week of the range (no 12-week default)."),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", case_sensitive=False,
-                               help="html = page with chart, tables and issue links; png = the chart."),
+    fmt: Optional[Format] = typer.Option(None, "--format", "-f", case_sensitive=False,
+                                         help="html = page with chart, tables and issue links; png = the chart. "
+                                         "Default: a table on a terminal, tab-separated rows to a pipe or file."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (same as --format json)."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Write here instead of stdout; html/png default to "
@@ -145,9 +182,9 @@ def report(
     from retriage.report import render
     from retriage.report.weekly import CURRENT_MODEL, MAX_WEEKS, weekly_report
 
-    fmt_name = "json" if as_json else fmt.value
-    if weekly and components:
-        raise UsageError("give --weekly or --components, not both")
+    fmt_name = _format(fmt, as_json, output)
+    if weekly + components + releases > 1:
+        raise UsageError("give one of --weekly, --components and --releases")
     if weeks is not None and not 1 <= weeks <= MAX_WEEKS:
         raise UsageError(f"--weeks must be from 1 to {MAX_WEEKS:,}, not {weeks}")
     if weeks is not None and all_weeks:
@@ -159,6 +196,18 @@ def report(
 
         model_version = current_model_version(model)
     version = model_version or CURRENT_MODEL
+    if releases:
+        from retriage.report.releases import release_report
+
+        if per_engine or by is not By.re_class or weeks is not None or all_weeks or since or until:
+            raise UsageError("--releases takes --engine, --include-prs, --model-version and an output format")
+        con = connect(db, read_only=True)
+        rep = release_report(con, engines=engine, model_version=version, include_prs=include_prs)
+        if rep.issues == 0:
+            raise UserError("no issue of this selection has an engine version (table issue_versions): versions "
+                            "are read from issue bodies when issues are mined or imported")
+        _write_releases(con, rep, fmt_name, output)
+        return
     if components:
         from retriage.report.components import component_shares
 
