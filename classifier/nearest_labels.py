@@ -7,6 +7,10 @@ labels, each vote weighted by exp(similarity / temperature) and divided by its c
 the heads' calibrated probabilities with `weight`. The heads are linear in the embeddings; the votes follow the
 local shape of the labeled set (an error string met in a handful of labeled issues), which a linear map smooths
 away. `retriage train` chooses the settings on the same blocked folds as the heads' (train._search_nearest_labels).
+
+Corrections count at once: `with_corrections` appends the issues corrected or confirmed in a database (`relabel`,
+`review`, maintainers' labels) to the model's neighbours, their vectors from the embedding cache, so `label`,
+`review` and `show` of a fetched issue vote with them on the next command; `train` folds them in later.
 """
 
 from __future__ import annotations
@@ -90,6 +94,23 @@ class NearestLabels:
                 votes(s, self.component_labels.astype(np.int64), self.n_component, self.k, self.temperature,
                       self.balance))
 
+    def nearest(self, embeddings: list[np.ndarray]) -> np.ndarray:
+        """Each issue's cosine similarity to its nearest labeled issue (how unlike everything labeled it is)."""
+        if not len(self.vectors):
+            return np.zeros(len(embeddings[0]), dtype=np.float32)
+        return (representation(embeddings) @ self.vectors.T).max(1)
+
+    def extended(self, vectors: np.ndarray, re_labels: np.ndarray, component_labels: np.ndarray
+                 ) -> "NearestLabels":
+        """These neighbours with more labeled issues after them (unit vectors and label indices): recorded
+        corrections and confirmations vote at once, without a retrain."""
+        if not len(vectors):
+            return self
+        return NearestLabels(np.vstack([self.vectors, np.asarray(vectors, np.float32)]),
+                             np.concatenate([self.re_labels, np.asarray(re_labels, np.int16)]),
+                             np.concatenate([self.component_labels, np.asarray(component_labels, np.int16)]),
+                             self.n_re, self.n_component, self.k, self.temperature, self.balance, self.weight)
+
     def mix(self, p_re: np.ndarray, p_comp: np.ndarray, embeddings: list[np.ndarray]
             ) -> tuple[np.ndarray, np.ndarray]:
         """The heads' probabilities with the neighbours' votes mixed in."""
@@ -117,3 +138,66 @@ class NearestLabels:
         return cls(vectors, re_labels, comp_labels, n_re, n_component,
                    int(settings["k"]), float(settings["temperature"]), float(settings["balance"]),
                    float(settings["weight"]))
+
+
+# ---- corrections as labeled neighbours ------------------------------------------------------------------------
+@dataclass
+class Corrected:
+    """The corrections in force in a database, as labeled neighbours."""
+    keys: list[tuple[str, int]]
+    vectors: np.ndarray  # (n, DIM) representation of each corrected issue's views
+    re_classes: list[str]
+    components: list[str]
+    at: list  # when each was recorded (datetime)
+
+
+def corrected_neighbours(con, embedder=None) -> Corrected:
+    """Every correction in force whose issue the database holds, with its vector: the three views' embeddings
+    from the cache, the few missing embedded (numpy MiniLM) and cached where the connection may write."""
+    import duckdb
+
+    from retriage.classifier import EMBEDDING_MODEL
+    from retriage.classifier.embed import get_embedder, text_hash
+    from retriage.classifier.embedding_cache import lookup
+    from retriage.classifier.features import views
+    from retriage.db import queries, writes
+
+    rows = [r for r in queries.corrections(con) if r.get("title") is not None]
+    if not rows:
+        return Corrected([], np.zeros((0, DIM), np.float32), [], [], [])
+    docs = [views(r["title"], r["body"]) for r in rows]
+    texts = [[getattr(d, f) for d in docs] for f in VIEW_FIELDS]
+    have = lookup(con, [text_hash(t) for ts in texts for t in ts], EMBEDDING_MODEL)
+    missing = list(dict.fromkeys(t for ts in texts for t in ts if text_hash(t) not in have))
+    if missing:
+        new = dict(zip((text_hash(t) for t in missing), (embedder or get_embedder("numpy")).encode(missing)))
+        try:
+            writes.save_embeddings(con, new, EMBEDDING_MODEL)
+        except duckdb.Error:  # a read-only connection: the vectors serve this run only
+            pass
+        have.update(new)
+    emb = [np.vstack([have[text_hash(t)] for t in ts]) for ts in texts]
+    return Corrected([(r["repo"], int(r["number"])) for r in rows], representation(emb),
+                     [r["re_class"] for r in rows], [r["component"] for r in rows], [r["corrected_at"] for r in rows])
+
+
+def with_corrections(model, con, embedder=None):
+    """The model (a shallow copy) whose neighbours' votes count the database's corrections and confirmations;
+    the model itself where it has no neighbours or the database no corrections. `meta["corrections_voting"]` says
+    how many were added."""
+    import copy
+
+    nl = model.nearest_labels
+    if nl is None or nl.weight <= 0:
+        return model
+    c = corrected_neighbours(con, embedder)
+    ri = {x: i for i, x in enumerate(model.re_head.classes_)}
+    ci = {x: i for i, x in enumerate(model.component_head.classes_)}
+    keep = [i for i in range(len(c.keys)) if c.re_classes[i] in ri and c.components[i] in ci]
+    if not keep:
+        return model
+    out = copy.copy(model)
+    out.nearest_labels = nl.extended(c.vectors[keep], np.array([ri[c.re_classes[i]] for i in keep]),
+                                     np.array([ci[c.components[i]] for i in keep]))
+    out.meta = dict(model.meta, corrections_voting=len(keep))
+    return out

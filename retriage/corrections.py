@@ -1,6 +1,8 @@
 """`retriage relabel`: record a correction of an issue's label (who, when, why) — the library call behind the
-command. The newest correction of an issue overrides the model's prediction in `show` and `list`, and `train`
-learns it (classifier/train.py reads the corrections in force beside the labeled set)."""
+command. The newest correction of an issue overrides the model's prediction in `show` and `list`, the nearest-label
+votes read it at once (classifier/nearest_labels.with_corrections), and `train` learns it (classifier/train.py reads
+the corrections in force beside the labeled set). `review` and maintainers' labels (retriage/bot/label_events.py)
+record theirs here too."""
 
 from __future__ import annotations
 
@@ -52,8 +54,10 @@ def _current(con, repo: str, number: int, model_version: str | None) -> tuple[di
 
 
 def relabel(db, ref: str, re_class: str | None = None, component: str | None = None, fix: str | None = None,
-            reason: str = "", by: str | None = None, model_version: str | None = None) -> dict:
-    """Record a correction; the options not given keep the label shown now. Returns the stored row."""
+            reason: str = "", by: str | None = None, model_version: str | None = None,
+            at: datetime | None = None) -> dict:
+    """Record a correction; the options not given keep the label shown now. Returns the stored row. `at`: when
+    it was made (UTC; default now), for a maintainer's label event read as a correction."""
     repo, number = parse_ref(ref)
     _check(re_class, taxonomy.re_class_ids(), "--class")
     _check(component, taxonomy.component_ids(), "--component")
@@ -80,7 +84,8 @@ def relabel(db, ref: str, re_class: str | None = None, component: str | None = N
         row = {"repo": repo, "number": number,
                "re_class": re_class or base["re_class"], "component": component or base["component"],
                "known_fix": fix or base.get("known_fix") or "none", "reason": reason.strip(),
-               "corrected_by": who(by), "corrected_at": datetime.now(timezone.utc).replace(tzinfo=None),
+               "corrected_by": who(by),
+               "corrected_at": at or datetime.now(timezone.utc).replace(tzinfo=None),
                "was": (f"{base['re_class']} / {base['component']} / {base.get('known_fix') or 'none'} ({source})"
                        if now_label else None)}
         writes.save_correction(con, row)

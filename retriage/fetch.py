@@ -34,7 +34,9 @@ def label_one(con: duckdb.DuckDBPyConnection, repo: str, number: int, model: Iss
     from retriage.classifier.label import label_database
     from retriage.classifier.model import IssueClassifier
 
-    model = model or IssueClassifier.load()
+    from retriage.classifier.nearest_labels import with_corrections
+
+    model = with_corrections(model or IssueClassifier.load(), con)  # corrections vote at once (issue 40)
     if again or queries.latest_prediction(con, repo, number, model.version) is None:
         label_database(con, model, embedder=get_embedder("numpy"), keys=[(repo, number)])
 

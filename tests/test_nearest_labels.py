@@ -102,7 +102,7 @@ def test_training_chooses_settings_on_the_folds_and_may_choose_none():
     regularised), the search over the folds gives the votes a weight; the heads alone (weight 0) are one choice."""
     from retriage.classifier.dataset import Example
     from retriage.classifier.features import dense_features, views
-    from retriage.classifier.train import NEAREST_WEIGHTS, _search_nearest_labels
+    from retriage.classifier.settings_search import NEAREST_WEIGHTS, _search_nearest_labels
 
     rng = np.random.default_rng(2)
     centres = _unit_rows(rng, 8)
@@ -123,3 +123,16 @@ def test_training_chooses_settings_on_the_folds_and_may_choose_none():
     chosen = _search_nearest_labels(ex, v, dense, folds, weak)
     assert chosen["weight"] in NEAREST_WEIGHTS and chosen["weight"] > 0, chosen
     assert chosen["folds_score"] > 0.9, chosen  # the votes alone recover the clusters
+
+
+def test_extended_neighbours_vote_at_once_and_nearest_says_how_far():
+    rng = np.random.default_rng(3)
+    labeled = [_unit_rows(rng, 4) for _ in range(3)]
+    n = NearestLabels.fit(labeled, ["none"] * 4, ["other"] * 4, ["RE.2", "none"], ["operators", "other"],
+                          {"k": 3, "temperature": 0.05, "balance": 0.0, "weight": 0.4})
+    query = [_unit_rows(rng, 1) for _ in range(3)]
+    assert n.votes(query)[0][0, 0] == 0.0 and n.nearest(query)[0] < 0.5, "nothing near, nothing votes RE.2"
+    more = n.extended(representation(query), np.array([0]), np.array([0]))
+    assert len(more.vectors) == 5 and len(n.vectors) == 4, "a new object; the model's own neighbours unchanged"
+    assert more.votes(query)[0][0, 0] > 0.99 and np.isclose(more.nearest(query)[0], 1.0, atol=1e-3)
+    assert n.extended(np.zeros((0, DIM)), np.zeros(0), np.zeros(0)) is n

@@ -27,6 +27,17 @@ class BotConfig:
     max_line_chars: int
     max_steps: int
     labels: dict = field(default_factory=dict)  # engine id or "default" -> class -> [label names]
+    corrections: dict = field(default_factory=dict)  # engine id or "default" -> label name -> {class, component, fix}
+
+    def label_meaning(self, engine: str | None, label: str) -> dict:
+        """What a maintainer's label says about an issue ({"class": ..., "component": ..., "fix": ...}, any
+        subset; {} for a label that says nothing)."""
+        name = label.strip().lower()
+        for table in (self.corrections.get(engine or "", {}), self.corrections.get("default", {})):
+            for key, meaning in table.items():
+                if key.lower() == name:
+                    return dict(meaning)
+        return {}
 
     def labels_for(self, engine: str | None, re_class: str) -> list[str]:
         table = self.labels.get(engine or "", {})
@@ -56,8 +67,9 @@ def load_config(path: Path | str | None = None) -> BotConfig:
             raise UserError(f"{path}: not TOML: {e}") from None
         for section in ("thresholds", "comment"):
             data[section] = {**data.get(section, {}), **mine.get(section, {})}
-        if "labels" in mine:
-            data["labels"] = mine["labels"]
+        for section in ("labels", "corrections"):
+            if section in mine:
+                data[section] = mine[section]
     t, c = data.get("thresholds", {}), data.get("comment", {})
     labels = data.get("labels", {})
     classes = set(resource_class_ids())
@@ -65,6 +77,8 @@ def load_config(path: Path | str | None = None) -> BotConfig:
         if not isinstance(table, dict) or not set(table) <= classes or not all(
                 isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):
             raise UserError(f"{where}: [labels.{engine}] must map {', '.join(sorted(classes))} to lists of names")
+    corrections = data.get("corrections", {})
+    _check_corrections(corrections, where)
     marker = c.get("marker")
     if not isinstance(marker, str) or not (marker.startswith("<!--") and marker.endswith("-->")):
         raise UserError(f"{where}: marker must be an HTML comment such as '<!-- retriage -->'")
@@ -76,5 +90,21 @@ def load_config(path: Path | str | None = None) -> BotConfig:
         max_similar=_number(c, "max_similar", where, int, 0, 20),
         max_evidence_lines=_number(c, "max_evidence_lines", where, int, 0, 50),
         max_line_chars=_number(c, "max_line_chars", where, int, 20, 2000),
-        max_steps=_number(c, "max_steps", where, int, 1, 20), labels=labels,
+        max_steps=_number(c, "max_steps", where, int, 1, 20), labels=labels, corrections=corrections,
     )
+
+
+def _check_corrections(tables, where: str) -> None:
+    from retriage.taxonomy import component_ids, fix_tag_ids, re_class_ids
+
+    allowed = {"class": re_class_ids(), "component": component_ids(), "fix": fix_tag_ids()}
+    if not isinstance(tables, dict):
+        raise UserError(f"{where}: [corrections] must hold one table per engine (or default)")
+    for engine, table in tables.items():
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: [corrections.{engine}] must map label names to {{class, component, fix}}")
+        for name, meaning in table.items():
+            if not isinstance(meaning, dict) or not meaning or not all(
+                    k in allowed and v in allowed[k] for k, v in meaning.items()):
+                raise UserError(f"{where}: [corrections.{engine}] {name!r} must set class, component and/or fix to "
+                                "ids of taxonomy/taxonomy.toml")

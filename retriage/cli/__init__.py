@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from retriage.cli import classify, comment, completion, data, labels, mine, model, report, search
+from retriage.cli import classify, comment, completion, data, labels, mine, model, report, review, search
 from retriage.core.streams import ReaderGone
 from retriage.core.errors import FAILED, INTERNAL, INTERRUPTED, OK, USAGE, UserError
 
@@ -50,7 +50,8 @@ COMMANDS = {  # name -> function, in the order `--help` lists them
     "import": data.import_cmd, "show": data.show, "stats": data.stats, "list": data.list_cmd,
     "search": search.search, "demo": data.demo,
     "mine": mine.mine, "report": report.report, "train": model.train, "label": model.label,
-    "predict": model.predict, "eval": model.eval_cmd, "relabel": labels.relabel, "classify": classify.classify,
+    "predict": model.predict, "eval": model.eval_cmd, "relabel": labels.relabel, "review": review.review,
+    "classify": classify.classify,
     "comment": comment.comment, "completion": completion.completion,
 }
 for _name, _command in COMMANDS.items():
