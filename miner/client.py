@@ -24,7 +24,6 @@ this module makes are passed through `redact`, so not even a server echoing it b
 from __future__ import annotations
 
 
-import email.utils
 import http.client
 import json
 import os
@@ -111,60 +110,6 @@ def token_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def next_link(link_header: str | None) -> str | None:
-    """The URL of rel="next" in a Link header, exactly as given."""
-    for part in (link_header or "").split(","):
-        m = re.match(r'\s*<([^>]*)>\s*;(.*)', part)
-        if m and re.search(r'rel="?next"?', m.group(2)):
-            return m.group(1)
-    return None
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """`retry-after` as seconds: a number of seconds or an HTTP date (RFC 9110), the first of duplicates; None if
-    neither."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value.split(",")[0]))
-    except ValueError:
-        pass
-    m = re.match(r"\s*([^,]*,[^,]*)", value)  # "Wed, 21 Oct 2015 07:28:00 GMT" (and whatever follows)
-    try:
-        when = email.utils.parsedate_to_datetime(m.group(1) if m else value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _never_connected(e: Exception) -> bool:
-    """A connection error from before any byte was exchanged: refused, unknown host, connect timeout."""
-    import requests
-
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        return True
-    text = repr(e)
-    return any(s in text for s in ("NewConnectionError", "NameResolutionError", "Connection refused",
-                                   "Name or service not known", "No route to host", "Network is unreachable",
-                                   "nodename nor servname"))
-
-
-def _cause(e: Exception) -> str:
-    import requests
-
-    text = repr(e)
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        return "connect timed out"
-    for needle, said in (("Connection refused", "connection refused"), ("NameResolutionError", "unknown host"),
-                         ("Name or service not known", "unknown host"), ("No route to host", "no route to host"),
-                         ("Network is unreachable", "network unreachable")):
-        if needle in text:
-            return said
-    return "no connection"
-
-
 def _one_line(text: str, limit: int = 160) -> str:
     """One line of at most `limit` characters, secrets masked before it is cut (a cut token is still a token)."""
     text = " ".join(redact(str(text)).split())
@@ -179,6 +124,15 @@ def _until(seconds: float) -> str:
     except (OverflowError, OSError, ValueError):
         return "a time too far ahead to print"
     return when.strftime("%H:%M UTC" if seconds <= 12 * 3600 else "%Y-%m-%d %H:%M UTC")
+
+
+def raw_request(gh, method: str, url: str, params: dict | None, headers: dict, payload: Any = None
+                ) -> tuple[int, dict, str]:
+    """One request through PyGithub with our headers, answered as (status, lowercased headers, body text) whatever
+    the status. The one place beyond PyGithub's object API: conditional GETs (If-None-Match -> 304, which
+    PaginatedList cannot report) and pages whose `next` link and ETag the sync keeps. Requester.requestJson is
+    public but undocumented; tests/test_miner_sync.py::test_raw_request_contract fails if it changes."""
+    return gh.requester.requestJson(method, url, parameters=params, headers=headers, input=payload)
 
 
 class GitHubClient:
@@ -210,15 +164,16 @@ class GitHubClient:
         self.rate_remaining: int | None = None
         self.rate_limit: int | None = None
         self.rate_reset: int | None = None
-        self._gh = Github(auth=Auth.Token(token) if token else None, base_url=self.base_url, per_page=per_page,
-                          retry=None, timeout=int(self.policy.read_timeout),
-                          seconds_between_requests=seconds_between_requests or None, user_agent=USER_AGENT)
-        self._requester = self._gh.requester
-        transport.install(self._requester, self.policy.deadline, self.policy.connect_timeout,
-                          self.policy.read_timeout)
+        transport.install()
+        self._settings = transport.Settings(self.policy.deadline, self.policy.connect_timeout,
+                                            self.policy.read_timeout)
+        self.gh = Github(auth=Auth.Token(token) if token else None, base_url=self.base_url, per_page=per_page,
+                         retry=self._settings, timeout=int(self.policy.read_timeout),
+                         seconds_between_requests=seconds_between_requests or None, user_agent=USER_AGENT)
 
     def close(self) -> None:
-        self._gh.close()
+        self.gh.close()
+        self._settings.close()
 
     def redact(self, text: str) -> str:
         """`text` with this client's token (any case, base64, any 12 characters of it) and every token-shaped
@@ -271,16 +226,15 @@ class GitHubClient:
         """One request. Raises GitHubError for answers that retrying cannot fix."""
         import requests
 
-        from retriage.miner.transport import DeadlineExceeded
+        from retriage.miner.transport import DeadlineExceeded, cause, never_connected, next_link
 
         try:
-            status, resp_headers, body = self._requester.requestJson(method, url, parameters=params,
-                                                                     headers=headers, input=payload)
+            status, resp_headers, body = raw_request(self.gh, method, url, params, headers, payload)
         except DeadlineExceeded:
             return _Retry(f"no complete answer from {self._where(url)} within {self.policy.deadline:g} s")
         except requests.exceptions.ConnectionError as e:
-            if self.answered == 0 and _never_connected(e):
-                raise GitHubError(f"cannot reach {self.host} ({_cause(e)}): check the network or --base-url",
+            if self.answered == 0 and never_connected(e):
+                raise GitHubError(f"cannot reach {self.host} ({cause(e)}): check the network or --base-url",
                                   kind="unreachable") from None
             return _Retry(f"connection failed ({type(e).__name__})")
         except (requests.exceptions.RequestException, http.client.HTTPException, OSError) as e:
@@ -312,6 +266,8 @@ class GitHubClient:
         raise GitHubError(self.redact(f"{status} from {self._where(url)}: {message}"), status)
 
     def _rate_limit_wait(self, status: int, headers: dict, message: str) -> _Retry | None:
+        from retriage.miner.transport import retry_after_seconds
+
         retry_after = retry_after_seconds(headers.get("retry-after"))
         if retry_after is not None:
             return _Retry(f"{status}: asked to retry after {retry_after:.0f} s", retry_after)

@@ -34,6 +34,7 @@ from retriage.db.records import RecordError, comment_row, issue_row
 from retriage.db.store import transaction
 from retriage.core.errors import UsageError
 from retriage.miner.client import GitHubClient, GitHubError, RequestBudgetExhausted
+from retriage.miner.label_sync import sync_label_events
 from retriage.miner.links import store_pr_links
 from retriage.taxonomy import canonical_repo, engine_by_alias, engines
 
@@ -69,6 +70,7 @@ class RepoResult:
     status: str = "pending"      # complete | unchanged | stopped | failed | skipped
     issues: ResourceResult = field(default_factory=ResourceResult)
     comments: ResourceResult = field(default_factory=ResourceResult)
+    label_events: ResourceResult = field(default_factory=ResourceResult)  # pages: issues asked for their events
     pull_requests: int = 0       # pull requests among the issues fetched beyond the cursor
     links: int = 0               # fix links found in their bodies
     requests: int = 0
@@ -334,7 +336,8 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
 def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, since: datetime | None = None,
               comments: bool = True, on_progress: Callable[[RepoResult], None] | None = None,
               result: RepoResult | None = None, max_pages: int | None = None) -> RepoResult:
-    """Issues and pull requests, then comments, of one repository. Never raises GitHubError: the result says.
+    """Issues and pull requests, comments, then the label events of the issues stored (miner/label_sync.py), of
+    one repository. Never raises GitHubError: the result says.
     `max_pages`: pages of each listing in this run (default MAX_PAGES)."""
     result = result or RepoResult(repo)
     start = client.requests
@@ -357,7 +360,9 @@ def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, s
             result.comments.skipped = True
         else:
             sync_listing(con, client, repo, COMMENTS, since, result.comments, progress, max_pages)
-        quiet = result.issues.not_modified and (result.comments.skipped or result.comments.not_modified)
+        sync_label_events(con, client, repo, result.label_events, progress)  # no request when none is pending
+        quiet = result.issues.not_modified and (result.comments.skipped or result.comments.not_modified) \
+            and not result.label_events.pages
         result.status = "unchanged" if quiet else "complete"
     except RequestBudgetExhausted as e:
         result.status, result.stopped_before = "stopped", e.waiting

@@ -6,6 +6,8 @@ It serves the records of `../shared/corpus/*.jsonl.gz` the way api.github.com do
   GET /repos/O/R/issues               state, sort, direction, since, per_page; cursor `after` links; page=N
   GET /repos/O/R/issues/N             one issue or pull request
   GET /repos/O/R/issues/N/comments    the comments of one issue
+  GET /repos/O/R/issues/N/events      the events of one issue: labeled/unlabeled (derived from its labels, plus
+                                      `label_issue`/`unlabel_issue`), closed; per_page, page links
   GET /repos/O/R/issues/comments      all comments of the repository: since, sort, direction, per_page
   GET /repos/O/R/issues/comments/ID   one comment
   GET /rate_limit
@@ -19,7 +21,8 @@ The corpus has neither `updated_at` nor comment texts, so both are derived deter
 gives a group of issues the same `updated_at` (ties across page boundaries), and about one record in six turned
 into a pull request whose body says which issue it fixes (`expected_links()` is the truth for those).
 
-Tests change the data between runs (`edit_issue`, `add_issue`, `add_comment`, `edit_comment`; every change
+Tests change the data between runs (`edit_issue`, `add_issue`, `add_comment`, `edit_comment`, `label_issue`,
+`unlabel_issue`; every change
 moves a server clock that starts after the newest record) or during one (`after_request(n, fn)` calls fn once
 the n-th request is answered), read the request log (`log`), and inject faults (`inject`): a primary rate limit
 (403, remaining 0, reset a moment ahead), a secondary one (403), 429 with retry-after (seconds or an HTTP date),
@@ -134,6 +137,7 @@ class RepoData:
         self.issues: dict[int, dict] = {}
         self.comments: dict[int, dict] = {}
         self.links: set[tuple[str, int, str, int]] = set()
+        self.label_log: dict[int, list[dict]] = {}  # events added by label_issue / unlabel_issue
         records = sorted(records, key=lambda r: int(r["number"]))
         numbers = [int(r["number"]) for r in records]
         pr_numbers = {n for i, n in enumerate(numbers) if i >= 3 and _h(full_name, n, "pr") % 6 == 0}
@@ -206,6 +210,27 @@ class RepoData:
             earlier = [n for n in plain if n < number]
             self._make_pull_request(issue, earlier)
         return issue, comments
+
+    def events(self, issue: dict) -> list[dict]:
+        """The issue's events: one `labeled` per label it carries (a bot or a maintainer), for one issue in four a
+        `needs-triage` label added at creation and removed an hour later, `closed` if closed, then the log."""
+        repo, number, created = self.full_name, issue["number"], _parse(issue["created_at"])
+
+        def event(kind: str, at: datetime, actor: dict, label: str | None, k: int) -> dict:
+            ev = {"id": 8 * 10**9 + _h(repo, number, kind, label, k) % 10**9, "event": kind, "actor": actor,
+                  "created_at": _iso(at)}
+            return {**ev, "label": {"name": label, "color": "ededed"}} if label else ev
+        out = []
+        if _h(repo, number, "triage") % 4 == 0:
+            out += [event("labeled", created, {"login": "triage-bot[bot]", "type": "Bot"}, "needs-triage", 0),
+                    event("unlabeled", created + timedelta(hours=1), self._user(_h(repo, "m")), "needs-triage", 1)]
+        for k, lab in enumerate(issue["labels"]):
+            if not any(e.get("label", {}).get("name") == lab["name"] for e in self.label_log.get(number, ())):
+                at = created + timedelta(seconds=60 + _h(repo, number, lab["name"]) % 3600)
+                out.append(event("labeled", at, self._user(_h(repo, "m", k % 2)), lab["name"], k + 2))
+        if issue.get("closed_at"):
+            out.append(event("closed", _parse(issue["closed_at"]), self._user(_h(repo, "m")), None, 99))
+        return out + self.label_log.get(number, [])
 
     def _make_pull_request(self, issue: dict, candidates: list[int]) -> None:
         """Turn a record into a pull request whose body references an earlier issue in one of GitHub's forms."""
@@ -437,6 +462,35 @@ class GitHubServer:
             comment["updated_at"] = self.tick()
             return dict(comment)
 
+    def label_issue(self, repo: str, number: int, name: str, actor: str = "maintainer",
+                    action: str = "labeled") -> dict:
+        """Add (or with action="unlabeled" remove) a label as `actor`: an event, and the issue's updated_at moves."""
+        with self._lock:
+            d = self.data[repo]
+            issue = d.issues[number]
+            now = self.tick()
+            log = d.label_log.setdefault(number, [])
+            event = {"id": 9 * 10**9 + sum(map(len, d.label_log.values())), "event": action,
+                     "label": {"name": name, "color": "ededed"}, "actor": {"login": actor, "type": "User"},
+                     "created_at": now}
+            log.append(event)
+            kept = [lab for lab in issue["labels"] if lab["name"] != name]
+            issue["labels"] = kept + ([{"id": _h(repo, name) % 10**9, "name": name, "color": "ededed",
+                                        "default": False}] if action == "labeled" else [])
+            issue["updated_at"] = now
+            return dict(event)
+
+    def unlabel_issue(self, repo: str, number: int, name: str, actor: str = "maintainer") -> dict:
+        return self.label_issue(repo, number, name, actor, action="unlabeled")
+
+    def label_events(self, repo: str) -> list[tuple[int, int, str, str, str | None, str]]:
+        """(number, event_id, label, action, actor, created_at) of every label event of the repository's issues."""
+        with self._lock:
+            d = self.data[repo]
+            return sorted((i["number"], e["id"], e["label"]["name"], e["event"], e["actor"]["login"], e["created_at"])
+                          for i in d.issues.values() if "pull_request" not in i
+                          for e in d.events(i) if e["event"] in ("labeled", "unlabeled"))
+
     # -- faults ------------------------------------------------------------------------------------------------
     def inject(self, kind: str, path: str = "", skip: int = 0, times: int = 1, **kw) -> Fault:
         if kind not in FAULT_KINDS:
@@ -510,6 +564,8 @@ class GitHubServer:
                 if rest[2:] == ["comments"]:
                     mine = [c for c in d.comments.values() if c["issue_url"] == issue["url"]]
                     return self._list_comments(mine, path, params)
+                if rest[2:] == ["events"]:
+                    return self._page(path, d.events(issue), lambda o: True, "created_at", params, path, "asc")
             return self._route_bot_reads(d, rest, path, params)
 
     def _per_page(self, params: dict) -> int:

@@ -33,12 +33,15 @@ def test_full_sync_stores_exactly_what_is_served(tmp_path, small, miner_client, 
     prs = con.execute("SELECT count(*) FROM issues WHERE is_pull_request").fetchone()[0]
     assert 0 < prs < con.execute("SELECT count(*) FROM issues").fetchone()[0]
     assert con.execute("SELECT count(*) FROM issue_links").fetchone()[0] > 10
-    # one request per page of each listing, plus one confirming request per listing; never per issue
+    # one request per page of each listing, plus one confirming request per listing; per issue only its label
+    # events (miner/label_sync.py: one page each here), never for a pull request
     pages = sum(-(-len(small.issues(r)) // 25) + -(-len(small.comments(r)) // 25) for r in (VLLM, SGLANG))
-    assert client.requests == len(small.log) <= pages + 4
-    assert not [e for e in small.log if "/issues/" in e["path"] and e["path"].split("/")[5].isdigit()]
+    plain = sum(1 for r in (VLLM, SGLANG) for o in small.issues(r) if "pull_request" not in o)
+    per_issue = [e for e in small.log if "/issues/" in e["path"] and e["path"].split("/")[5].isdigit()]
+    assert len(per_issue) == plain and all(e["path"].endswith("/events") for e in per_issue)
+    assert client.requests == len(small.log) <= pages + 4 + plain
     # every listing asks for everything, in ascending update order, 100 a page, and follows Link as given
-    for e in small.log:
+    for e in (e for e in small.log if e not in per_issue):
         assert e["params"]["sort"] == "updated" and e["params"]["direction"] == "asc"
         assert e["params"]["per_page"] == "100"
         assert e["auth"]
@@ -84,7 +87,9 @@ def test_second_run_fetches_only_the_edits_and_an_unchanged_repo_costs_one_304(
     assert served("comments") - stored_before(small.comments(VLLM), "id", comments_before) == {
         new_comment["id"], quiet_comment}
     assert len(served("issues")) <= 25 + 4 and len(served("comments")) <= 25 + 2
-    assert len(small.log) <= 4  # the stored last page of each listing, and at most one more
+    events = [e for e in small.log if e["path"].endswith("/events")]
+    assert sorted(int(e["path"].split("/")[5]) for e in events) == sorted([plain[3], plain[10], plain[20]])
+    assert len(small.log) - len(events) <= 4  # the stored last page of each listing, and at most one more
     first = listing_requests(small, "issues")[0]
     assert first["if_none_match"] and "after" in first["params"]
 
