@@ -1,7 +1,7 @@
 """The one decision on an issue (its title and body, not a pasted log): the model's answer -> the class, whether it
 is unsure, the known fixes and how the answer was made. `label` (both tiers of its cascade) stores it, `predict`
 prints it, `show` and `list` read it back and the bot's `comment` says it: one issue, one answer. A pasted log
-gets its class from `classify`'s verdict instead (triage/verdict.py); `eval` scores the model alone.
+gets its class from `classify`'s verdict instead (triage/verdict.py); `eval` scores these decisions.
 
 Three steps, in this order:
 

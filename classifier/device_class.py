@@ -3,7 +3,7 @@ takes on a machine mixing compute capabilities (`mixed_gpu_class` in taxonomy/ru
 the issue's environment block lists GPUs of different compute capabilities. The guide counts that as RE.3
 (heterogeneous GPUs); the model, which reads the rule's usual class among its features, often says `none`
 or is unsure. The one decision on an issue (classifier/decision.py: `label` with both tiers of its cascade,
-`predict`, `show`, the bot) applies it; `eval` scores the model alone.
+`predict`, `show`, the bot, `eval`) applies it.
 `classify` takes the same class through its verdict (triage/rule_class.py).
 """
 

@@ -1,4 +1,6 @@
-"""`retriage eval`: the model and the baselines scored on the same gold issues."""
+"""`retriage eval`: the model and the baselines scored on the same gold issues. The model's answers are its
+decisions (classifier/decision.py, through generalisation.decided_answers), as `label`, `predict` and `show` give
+them."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from retriage.classifier import metrics
 from retriage.classifier.dataset import Example, load_gold, snapshot_index, split
 from retriage.classifier.embedding_cache import embed_views
 from retriage.classifier.features import Views, views
-from retriage.classifier.generalisation import SplitReport, baseline_answers, evaluate_split, per_engine, system_scores
-from retriage.classifier.predict import fixes_for
-from retriage.classifier.result_cache import examples_material, is_answers, remember
+from retriage.classifier.generalisation import (answered_split, baseline_answers, decided_answers, evaluate_split,
+                                                remembered_answers)
+from retriage.classifier.result_cache import examples_material
 from retriage.core.errors import UsageError
 from retriage.core.textfile import read_text
 from retriage.db.records import RecordError, issue_number, repo_of, text_field
@@ -110,18 +112,13 @@ def cached_embedder(con) -> Callable[[list[Views]], list]:
 
 
 def model_answers(model, gold: list[Example], embed, view_of) -> dict:
-    """The shipped (or given) model's answers on `gold`: class, component, abstained, known fixes — remembered
-    by a hash of the model's version, the issues and the code (classifier/result_cache.py)."""
+    """The shipped (or given) model's decisions on `gold` (generalisation.decided_answers) — remembered by a hash
+    of the model's version, the issues and the code (classifier/result_cache.py)."""
     def compute() -> dict:
         gold_views = [view_of(e) for e in gold]
-        preds = model.predict(gold_views, embed(gold_views))
-        return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
-                "abstained": [bool(p.abstained) for p in preds],
-                "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(gold, gold_views, preds)]}
+        return decided_answers(model, gold, gold_views, embed(gold_views))
 
-    keys = ("re_class", "component", "abstained", "fixes")
-    return remember("model", {"model": model.version, "gold": examples_material(gold)}, compute,
-                    lambda x: is_answers(x, len(gold), keys) and all(isinstance(a, bool) for a in x["abstained"]))
+    return remembered_answers("model", {"model": model.version, "gold": examples_material(gold)}, compute, len(gold))
 
 
 def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool = True,
@@ -130,7 +127,7 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
     """The dev split (or a --gold file) scored by the shipped model beside the baselines (the dev split by its
     held-out fit, when the model was refitted on the dev split too: `IssueClassifier.held_out`); with `generalisation`
     (and no --gold), the future and new-engine splits too (see classifier/generalisation.py), and with `holdout`
-    the issues of taxonomy/holdout/ scored by the model as it is (`holdout_report`). `step` is told
+    the issues of taxonomy/holdout/ scored by the model as it is, under its own abstain threshold. `step` is told
     what is being done (a short phrase) as each stage starts; `advance` is called as each split is done (the dev
     split or --gold, then each generalisation split)."""
     step = step or (lambda _: None)
@@ -189,8 +186,13 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
                                                         threshold=model.threshold))
             advance()
         held = holdout_examples(team) if holdout else []
-        if held:
-            report.generalisation.append(holdout_report(model, team, held, embed, view_of, step))
+        if held:  # the model as shipped (nothing refitted) beside the baselines fitted on the whole labeled set
+            step(f"holdout: {len(held)} issues")
+            answers = model_answers(model, held, embed, view_of)
+            step("holdout: baselines")
+            report.generalisation.append(answered_split(
+                "holdout", "issues kept out of every fit (taxonomy/holdout/), scored by the model as it is", len(team),
+                held, answers, {"model": answers, **baseline_answers(team, held, view_of)}))
             advance()
     return report
 
@@ -204,35 +206,6 @@ def holdout_examples(team: list[Example]) -> list[Example]:
         return []
     fitted = {e.key for e in team}
     return [e for e in load_gold(HOLDOUT_DIR) if e.key not in fitted]
-
-
-def holdout_report(model, team: list[Example], held: list[Example], embed, view_of,
-                   step: Callable[[str], None]) -> SplitReport:
-    """The model as shipped (fitted on the whole labeled set; nothing refitted) on the holdout issues, beside the
-    baselines fitted on the whole labeled set; as the report and the bot count, under the model's own abstain
-    threshold."""
-    step(f"holdout: {len(held)} issues")
-    answers = model_answers(model, held, embed, view_of)
-    step("holdout: baselines")
-    predicted = {"model": answers, **baseline_answers(team, held, view_of)}
-    return answered_split("holdout", "issues kept out of every fit (taxonomy/holdout/), scored by the model as it "
-                          "is", len(team), held, answers, predicted)
-
-
-def answered_split(name: str, description: str, n_train: int, gold: list[Example], answers: dict,
-                   predicted: dict) -> SplitReport:
-    """The figures of one set of gold issues, from answers already given: `answers` the model's (with its fixes
-    and abstentions, counted as unsure), `predicted` every system's class and component, the model's included."""
-    report = SplitReport(name, description, n_train, len(gold))
-    for e in gold:
-        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
-    for system, a in predicted.items():
-        model_row = system == "model"
-        report.systems[system] = system_scores(gold, a["re_class"], a["component"],
-                                               answers["fixes"] if model_row else None,
-                                               answers["abstained"] if model_row else None)
-    report.per_engine = per_engine(gold, answers["re_class"])
-    return report
 
 
 SYSTEM_NAMES = {"model": "model", "tfidf_logreg": "TF-IDF + LR", "keyword_rules": "keyword rules",

@@ -1,11 +1,12 @@
-"""How the classifier holds on issues it has never seen: the future and new-engine splits (classifier/splits.py).
+"""How the classifier holds on issues it has never seen: the future and new-engine splits (classifier/splits.py),
+and the figures of any set of gold issues the model answered.
 
-For each split, the model is fitted anew on the split's training side with the shipped model's
-hyperparameters (nothing is chosen on the scored side), and scored beside the baselines, each fitted on the
-same training side: RE macro-F1 with a bootstrap 95 % interval, per-class F1, resource-bug detection,
-component macro-F1, and (for the model) known-fix precision and recall, and resource-bug detection as the
-weekly report and the bot count it: with the issues under the shipped model's abstain threshold set aside as
-`unsure` (`detection_counted`).
+For each split, the model is fitted anew on the split's training side with the shipped model's hyperparameters and
+abstain threshold (nothing is chosen on the scored side), and scored beside the baselines, each fitted on the same
+training side. The model's answers are its decisions (classifier/decision.py), as `label` stores them and `show`,
+`predict` and the bot say them. Figures: RE macro-F1 with a bootstrap 95 % interval, per-class F1, resource-bug
+detection, component macro-F1, and (for the model) known-fix precision and recall, and resource-bug detection as
+the weekly report and the bot count it: with the issues the decision left unsure set aside (`detection_counted`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import numpy as np
 
 from retriage.classifier import metrics
 from retriage.classifier.dataset import Example
+from retriage.classifier.decision import decide_issue
 from retriage.classifier.features import Views, views
-from retriage.classifier.predict import fixes_for
 from retriage.classifier.result_cache import examples_material, is_answers, is_str_list, remember
 from retriage.classifier.splits import Split
 from retriage.taxonomy import component_ids, re_class_ids
+
+ANSWERS = ("re_class", "component", "abstained", "fixes")  # the model's answers per gold issue
+
 
 @dataclass
 class SystemScores:
@@ -72,69 +76,74 @@ def system_scores(gold: list[Example], re_pred: list[str], comp_pred: list[str],
         metrics.counted_detection(y, re_pred, unsure) if unsure is not None else None)
 
 
-def cached_baseline(name: str, train: list[Example], test: list[Example], compute: Callable[[], list[str]],
-                    target: str = "") -> list[str]:
-    """A baseline's answers on `test`, remembered by a hash of the raw issues and their labels
-    (classifier/result_cache.py); `compute` runs only when nothing is remembered."""
-    material = {"train": examples_material(train), "test": examples_material(test), "target": target}
-    return remember(f"baseline-{name}", material, compute, lambda x: is_str_list(x, len(test)))
+def decided_answers(model, gold: list[Example], gold_views: list[Views], embeddings: list[np.ndarray]) -> dict:
+    """The model's answers on `gold` (given their views and view embeddings) through the one decision
+    (decision.decide_issue, on each issue's text and engine): class, component, abstained, known fixes."""
+    preds = model.predict(gold_views, embeddings)
+    decided = [decide_issue(x, e.body, e.engine, p, model.version) for e, x, p in zip(gold, gold_views, preds)]
+    return {"re_class": [d.re_class for d in decided], "component": [p.component for p in preds],
+            "abstained": [bool(d.abstained) for d in decided], "fixes": [d.known_fixes for d in decided]}
 
 
-def refit_answers(split: Split, tr_emb: list[np.ndarray], te_emb: list[np.ndarray], hyperparameters: dict,
-                  view_of: Callable[[Example], Views]) -> dict:
-    """The model fitted on the split's training side (given its view embeddings) and its class, component and
-    known fixes per test issue. Not remembered: the caller chooses the embeddings."""
-    from retriage.classifier.train import fit_classifier
-
-    tr_v, te_v = [view_of(e) for e in split.train], [view_of(e) for e in split.test]
-    # the heads' argmax does not depend on their calibration, but the neighbours' votes are mixed into calibrated
-    # probabilities, so a model with them is calibrated as the shipped one is
-    calibrate = (hyperparameters.get("nearest_labels") or {}).get("weight", 0) > 0
-    model = fit_classifier(split.train, tr_v, tr_emb, hyperparameters, calibrate=calibrate)
-    preds = model.predict(te_v, te_emb)
-    return {"re_class": [p.re_class for p in preds], "component": [p.component for p in preds],
-            "fixes": [fixes_for(x, e.engine, p) for e, x, p in zip(split.test, te_v, preds)],
-            "re_confidence": [p.re_confidence for p in preds]}
+def remembered_answers(kind: str, material: dict, compute: Callable[[], dict], n: int) -> dict:
+    """`compute()`'s answers on n issues, or those remembered for the same material (classifier/result_cache.py)."""
+    return remember(kind, material, compute,
+                    lambda x: is_answers(x, n, ANSWERS) and all(isinstance(a, bool) for a in x["abstained"]))
 
 
-def model_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
-                  step: Callable[[str], None], view_of: Callable[[Example], Views]) -> dict:
-    """The model fitted anew on the split's training side: its class, component and known fixes per test issue
-    (remembered by a hash of both sides and the settings)."""
+def refit_answers(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
+                  threshold: float, step: Callable[[str], None], view_of: Callable[[Example], Views]) -> dict:
+    """The model fitted anew on the split's training side, abstaining under `threshold`: its decisions on the test
+    side (remembered by a hash of both sides, the settings and the threshold)."""
     tr, te = split.train, split.test
 
     def compute() -> dict:
-        step(f"{split.name}: embeddings")
-        tr_emb, te_emb = embed([view_of(e) for e in tr]), embed([view_of(e) for e in te])
-        step(f"{split.name}: fitting the model on {len(tr)} issues")
-        return refit_answers(split, tr_emb, te_emb, hyperparameters, view_of)
+        from retriage.classifier.train import fit_classifier
 
-    material = {"train": examples_material(tr), "test": examples_material(te), "settings": hyperparameters}
-    return remember(f"refit-{split.name}", material, compute,
-                    lambda x: is_answers(x, len(te), ("re_class", "component", "fixes", "re_confidence")))
+        step(f"{split.name}: embeddings")
+        tr_v, te_v = [view_of(e) for e in tr], [view_of(e) for e in te]
+        tr_emb, te_emb = embed(tr_v), embed(te_v)
+        step(f"{split.name}: fitting the model on {len(tr)} issues")
+        # the heads' argmax does not depend on their calibration, but abstaining and the neighbours' votes (mixed
+        # into calibrated probabilities) do: then the model is calibrated as the shipped one is
+        calibrate = threshold > 0 or (hyperparameters.get("nearest_labels") or {}).get("weight", 0) > 0
+        model = fit_classifier(tr, tr_v, tr_emb, hyperparameters, calibrate=calibrate)
+        model.threshold = threshold
+        return decided_answers(model, te, te_v, te_emb)
+
+    material = {"train": examples_material(tr), "test": examples_material(te), "settings": hyperparameters,
+                "threshold": threshold}
+    return remembered_answers(f"refit-{split.name}", material, compute, len(te))
 
 
 def evaluate_split(split: Split, embed: Callable[[list[Views]], list[np.ndarray]], hyperparameters: dict,
-                   step: Callable[[str], None] | None = None,
-                   view_of: Callable[[Example], Views] | None = None, threshold: float | None = None) -> SplitReport:
-    """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache); `view_of`: an
-    example's views (default: computed here; pass a memo when evaluating several splits); `threshold`: the
-    abstain threshold under which the model's answers count as unsure (the shipped model's; the refit, fitted
-    without one, abstains on nothing itself). Answers already computed for the same issues, labels, settings
-    and code are read back (classifier/result_cache.py)."""
+                   step: Callable[[str], None] | None = None, view_of: Callable[[Example], Views] | None = None,
+                   threshold: float = 0.0) -> SplitReport:
+    """`embed`: view embeddings (VIEW_FIELDS order) of a list of views (through a cache); `view_of`: an example's
+    views (default: computed here; pass a memo when evaluating several splits); `threshold`: the abstain threshold
+    (the shipped model's; 0: never abstain). Answers already computed for the same issues, labels, settings and
+    code are read back (classifier/result_cache.py)."""
     step = step or (lambda _: None)
     view_of = view_of or (lambda e: views(e.title, e.body))
-    tr, te = split.train, split.test
-    answers = model_answers(split, embed, hyperparameters, step, view_of)
-    report = SplitReport(split.name, split.description, len(tr), len(te))
-    for e in te:
-        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
-    unsure = [c < threshold for c in answers["re_confidence"]] if threshold is not None else None
-    report.systems["model"] = system_scores(te, answers["re_class"], answers["component"], answers["fixes"], unsure)
+    answers = refit_answers(split, embed, hyperparameters, threshold, step, view_of)
     step(f"{split.name}: baselines")
-    for name, systems in baseline_answers(tr, te, view_of).items():
-        report.systems[name] = system_scores(te, systems["re_class"], systems["component"])
-    report.per_engine = per_engine(te, answers["re_class"])
+    return answered_split(split.name, split.description, len(split.train), split.test, answers,
+                          {"model": answers, **baseline_answers(split.train, split.test, view_of)})
+
+
+def answered_split(name: str, description: str, n_train: int, gold: list[Example], answers: dict,
+                   predicted: dict) -> SplitReport:
+    """The figures of one set of gold issues, from answers already given: `answers` the model's (with its fixes
+    and abstentions, counted as unsure), `predicted` every system's class and component, the model's included."""
+    report = SplitReport(name, description, n_train, len(gold))
+    for e in gold:
+        report.test_sources[e.source] = report.test_sources.get(e.source, 0) + 1
+    for system, a in predicted.items():
+        model_row = system == "model"
+        report.systems[system] = system_scores(gold, a["re_class"], a["component"],
+                                               answers["fixes"] if model_row else None,
+                                               answers["abstained"] if model_row else None)
+    report.per_engine = per_engine(gold, answers["re_class"])
     return report
 
 
@@ -152,7 +161,8 @@ def per_engine(gold: list[Example], re_pred: list[str]) -> dict:
 
 
 def baseline_answers(train: list[Example], test: list[Example], view_of: Callable[[Example], Views]) -> dict:
-    """system -> target -> answers on `test`, for the three baselines fitted on `train`."""
+    """system -> target -> answers on `test`, for the three baselines fitted on `train` (remembered by a hash of
+    the raw issues and their labels)."""
     lexical: dict[str, list[str]] = {}
 
     def texts(side: str) -> list[str]:  # computed only when a baseline is not remembered
@@ -167,11 +177,15 @@ def baseline_answers(train: list[Example], test: list[Example], view_of: Callabl
             matrices.append(metrics.tfidf_matrices(texts("train"), texts("test")))
         return metrics.tfidf_logreg(texts("train"), y, texts("test"), matrices[0])
 
+    def cached(name: str, on: list[Example], compute: Callable[[], list[str]], target: str) -> list[str]:
+        material = {"train": examples_material(on), "test": examples_material(test), "target": target}
+        return remember(f"baseline-{name}", material, compute, lambda x: is_str_list(x, len(test)))
+
     out: dict[str, dict[str, list[str]]] = {"tfidf_logreg": {}, "keyword_rules": {}, "majority": {}}
     for target in ("re_class", "component"):
         y = [getattr(e, target) for e in train]
-        out["tfidf_logreg"][target] = cached_baseline("tfidf_logreg", train, test, lambda: tfidf_logreg(y), target)
-        out["keyword_rules"][target] = cached_baseline(
-            "keyword_rules", [], test, lambda: metrics.keyword_rules(texts("test"), target), target)
+        out["tfidf_logreg"][target] = cached("tfidf_logreg", train, lambda: tfidf_logreg(y), target)
+        out["keyword_rules"][target] = cached("keyword_rules", [], lambda: metrics.keyword_rules(texts("test"), target),
+                                              target)
         out["majority"][target] = metrics.majority(y, len(test))
     return out

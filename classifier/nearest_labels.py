@@ -6,7 +6,8 @@ labels, each vote weighted by exp(similarity / temperature) and divided by its c
 `balance` (so the many `none` issues do not outvote every small class); the votes, normalised, are mixed into
 the heads' calibrated probabilities with `weight`. The heads are linear in the embeddings; the votes follow the
 local shape of the labeled set (an error string met in a handful of labeled issues), which a linear map smooths
-away. `retriage train` chooses the settings on the same blocked folds as the heads' (train._search_nearest_labels).
+away. `retriage train` chooses the settings on the same blocked folds as the heads'
+(classifier/settings_search.py).
 
 Corrections count at once: `with_corrections` appends the issues corrected or confirmed in a database (`relabel`,
 `review`, maintainers' labels) to the model's neighbours, their vectors from the embedding cache, so `label`,

@@ -46,21 +46,11 @@ def fingerprint() -> str:
     return h.hexdigest()[:24]
 
 
-_digests: dict[int, tuple[object, str]] = {}  # id(example) -> (example, digest); examples are not changed once loaded
-
-
 def examples_material(examples) -> list[str]:
-    """What a list of labeled examples contributes to a key: a digest of each one's identity, raw text and
-    labels (each example is digested once per process)."""
-    out = []
-    for e in examples:
-        known = _digests.get(id(e))
-        if known is None or known[0] is not e:
-            fields = [e.repo, e.number, e.title, e.body, e.re_class, e.component, e.known_fix]
-            digest = hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode("utf-8", "replace")).hexdigest()
-            known = _digests[id(e)] = (e, digest[:32])
-        out.append(known[1])
-    return out
+    """What a list of labeled examples contributes to a key: a digest of each one's identity, raw text and labels."""
+    return [hashlib.sha256(json.dumps([e.repo, e.number, e.title, e.body, e.re_class, e.component, e.known_fix],
+                                      ensure_ascii=False).encode("utf-8", "replace")).hexdigest()[:32]
+            for e in examples]
 
 
 def key_of(kind: str, material) -> str:

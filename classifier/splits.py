@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retriage.classifier.dataset import Example, split
+from retriage.classifier.dataset import Example
 
 FUTURE_CUTOFF = "2025-08-01"
 HELD_OUT_ENGINE = "trtllm"
@@ -23,11 +23,6 @@ class Split:
     description: str
     train: list[Example]
     test: list[Example]
-
-
-def dev(examples: list[Example]) -> Split:
-    tr, dv = split(examples)
-    return Split("dev", "newest 25 % of each repository's labeled issues (by number)", tr, dv)
 
 
 def future(examples: list[Example], cutoff: str = FUTURE_CUTOFF) -> Split:

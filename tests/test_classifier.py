@@ -311,22 +311,6 @@ def test_shipped_meta_has_dev_figures(shipped):
     print(f"\nshipped model {shipped.version}: dev {dev} on {meta['n_dev']} issues ({meta['n_train']} trained)")
 
 
-def test_the_weight_on_none_buys_recall_only_while_precision_holds():
-    """Folds where the resource bugs missed are those whose `none` logit is just ahead: a smaller weight on the
-    odds of `none` finds them (and no false alarm), so it is chosen; where the same weight would also flag
-    many `none` issues (precision under 0.80), the unweighted head is kept."""
-    from retriage.classifier.train import NONE_WEIGHTS, choose_none_weight, none_weight_scores
-
-    classes = ["RE.1", "none"]
-    gold = ["RE.1"] * 10 + ["none"] * 30
-    near = np.array([[0.0, 0.1]] * 4 + [[1.0, 0.0]] * 6 + [[0.0, 3.0]] * 30)  # 4 misses just on the none side
-    assert min(NONE_WEIGHTS) < 0.9 < max(NONE_WEIGHTS) == 1.0
-    assert choose_none_weight(np.stack([none_weight_scores(near, classes, gold)] * 2)) < 1.0
-    crowded = near.copy()
-    crowded[10:40] = [0.0, 0.05]  # every `none` issue is as close to the line as the misses
-    assert choose_none_weight(np.stack([none_weight_scores(crowded, classes, gold)] * 2)) == 1.0
-
-
 # ---- training end to end --------------------------------------------------------------------------------------------
 class CountingEmbedder:
     """The real numpy MiniLM behind the Embedder interface, counting the texts it embeds."""
@@ -455,7 +439,7 @@ def test_train_end_to_end_then_retrain_embeds_nothing(tmp_path):
 
 
 def test_fix_threshold_is_the_highest_that_keeps_the_recall():
-    from retriage.classifier.train import highest_keeping_recall
+    from retriage.classifier.settings_search import highest_keeping_recall
 
     # recall falls as the threshold rises; the rule keeps the most precise threshold still at the floor
     recalls = {0.15: 0.90, 0.25: 0.82, 0.4: 0.80, 0.6: 0.67, 0.9: 0.30}
@@ -487,8 +471,8 @@ def test_the_folds_thresholds_see_what_a_model_fitted_on_the_fold_shows(gold, sh
     and count the same resource bugs with those under the abstain threshold set aside as unsure."""
     from retriage.classifier.metrics import counted_detection
     from retriage.classifier.predict import fixes_for
-    from retriage.classifier.train import (ABSTAIN_THRESHOLDS, FIX_THRESHOLDS, fit_classifier, fix_counts,
-                                           threshold_scores)
+    from retriage.classifier.settings_search import ABSTAIN_THRESHOLDS, FIX_THRESHOLDS, fix_counts, threshold_scores
+    from retriage.classifier.train import fit_classifier
 
     every, v, emb, X, y, (train, val) = fold_of(gold, 600, 60)
     settings = {k: shipped.meta["hyperparameters"][k] for k in ("re_class", "component", "known_fix", "nearest_labels")}
@@ -516,7 +500,7 @@ def test_the_folds_thresholds_see_what_a_model_fitted_on_the_fold_shows(gold, sh
 
 
 def test_fix_setting_is_the_best_f1_to_two_places_then_the_best_recall():
-    from retriage.classifier.train import best_fix_setting
+    from retriage.classifier.settings_search import best_fix_setting
 
     totals = {(1.0, 1.0): np.array([0.4149, 0.70]), (2.0, 1.0): np.array([0.4101, 0.78]),
               (4.0, 1.0): np.array([0.4049, 0.95])}
@@ -531,7 +515,8 @@ def test_the_fix_settings_fold_scores_are_what_a_head_fitted_on_the_fold_shows(g
     """fix_fold_scores fits an uncalibrated fix head per setting on each fold's other issues; the model's fix head
     fitted (uncalibrated) on the same issues with that setting, with the rules' tags, must show the same fixes."""
     from retriage.classifier.model import engine_fix
-    from retriage.classifier.train import C_GRID, SPARSE_WEIGHTS, fit_classifier, fix_counts, fix_fold_scores
+    from retriage.classifier.settings_search import C_GRID, SPARSE_WEIGHTS, fix_counts, fix_fold_scores
+    from retriage.classifier.train import fit_classifier
 
     every, v, emb, X, y, (train, val) = fold_of(gold, 300, 60)
     totals = fix_fold_scores(X, y, [(train, val)])
@@ -551,7 +536,7 @@ def test_the_fix_settings_fold_scores_are_what_a_head_fitted_on_the_fold_shows(g
 
 
 def test_abstain_threshold_is_the_lowest_that_keeps_every_fold_precise():
-    from retriage.classifier.train import lowest_keeping_precision
+    from retriage.classifier.settings_search import lowest_keeping_precision
 
     def folds(*precisions):
         return [{"precision": p, "recall": 0.5} for p in precisions]

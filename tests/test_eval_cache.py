@@ -1,5 +1,6 @@
 """`retriage eval` remembers what it computed (classifier/result_cache.py) and scores in numpy: the remembered
-answers come back only for the same inputs, and the numpy figures are scikit-learn's."""
+answers come back only for the same inputs, and the numpy figures are scikit-learn's. What it scores is the one
+decision (classifier/decision.py), the answer `predict` writes."""
 
 from __future__ import annotations
 
@@ -138,3 +139,29 @@ def test_a_refit_is_remembered_for_the_same_split_only(tmp_path, monkeypatch):
     moved = Split("future", "a small split", team[:159], team[160:220])  # one training issue fewer
     evaluate_split(moved, embed, hyper)
     assert len(list((tmp_path / "results").glob("refit-future-*.json"))) == 2
+
+
+@pytest.mark.slow
+def test_eval_scores_the_decision_predict_writes():
+    """On dev issues where the decision is not the model's alone (vllm#19741: a rule's class for its mixed GPUs;
+    a resource fix of the fix head beside `none`, left out), eval's answers are what `predict` writes for the same
+    issues with the same model (the held-out fit that scores the dev split): class, abstention and fixes."""
+    from retriage.classifier.embedding_cache import embed_views
+    from retriage.classifier.features import views
+    from retriage.classifier.generalisation import decided_answers
+    from retriage.classifier.model import IssueClassifier
+    from retriage.classifier.predict import fixes_for, predict_records
+
+    keys = {("vllm-project/vllm", 19741), ("NVIDIA/TensorRT-LLM", 8283), ("sgl-project/sglang", 7592)}
+    chosen = [e for e in load_gold() if e.key in keys] + load_gold()[:5]
+    model = IssueClassifier.load().held_out()
+    v = [views(e.title, e.body) for e in chosen]
+    emb = embed_views(None, v)
+    got = decided_answers(model, chosen, v, emb)
+    want = predict_records([{"repo": e.repo, "number": e.number, "title": e.title, "body": e.body} for e in chosen],
+                           model)
+    assert (got["re_class"], got["abstained"], got["fixes"]) == (
+        [w["re_class"] for w in want], [w["abstained"] for w in want], [w["known_fixes"] for w in want])
+    raw = [(p.re_class, fixes_for(x, e.engine, p)) for e, x, p in zip(chosen, v, model.predict(v, emb))]
+    changed = [e.key for e, r, c, f in zip(chosen, raw, got["re_class"], got["fixes"]) if r != (c, f)]
+    assert len(changed) >= 2, "the decision changes some of these issues' answers, or they test nothing"

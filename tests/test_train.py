@@ -15,7 +15,8 @@ from retriage.classifier.dataset import Example, label_files, read_labels, snaps
 from retriage.classifier.embed import DIM
 from retriage.classifier.features import VIEW_FIELDS, dense_features, views
 from retriage.classifier.model import shipped_model_dir
-from retriage.classifier.train import ClassifierFit, Issues, labels_of, per_fold
+from retriage.classifier.settings_search import per_fold
+from retriage.classifier.train import ClassifierFit, Issues, labels_of
 from retriage.taxonomy import canonical_repo, re_class_ids
 
 HEADS = {"C": 1.0, "sparse_weight": 1.0}
@@ -85,14 +86,17 @@ def cached_db(tmp_path_factory):
 
 @pytest.mark.slow
 def test_train_without_search_takes_the_shipped_settings_and_says_each_phase(tmp_path, cached_db):
+    """Piped, as `retriage train > log 2>&1` runs: standard error holds only the phase lines (no raw warning),
+    standard output plain whole lines (every class's precision and recall, the export line on its own). Without
+    --refit the one fit is its own held-out model (the refit beside it: test_classifier's end-to-end train)."""
     labels = corpus_labels(tmp_path / "labels")
-    proc = run_cli("train", "--labels", str(labels), "--output", str(tmp_path / "m"), "--json", db=cached_db,
-                   env={"RETRIAGE_MODEL": ""}, timeout=900)
+    proc = run_cli("train", "--labels", str(labels), "--output", str(tmp_path / "m"), "--no-refit", db=cached_db,
+                   env={"RETRIAGE_MODEL": "", "COLUMNS": "60"}, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    phases = [line for line in proc.stderr.splitlines() if line.startswith("train: ")]
-    print("\n" + "\n".join(phases))
+    phases = proc.stderr.splitlines()
+    print("\n" + "\n".join(phases) + "\n" + proc.stdout)
     stamps = [float(m.group(1)) for m in (re.fullmatch(r"train: .+ \[(\d+\.\d) s\]", p) for p in phases) if m]
-    assert len(stamps) == len(phases) >= 6 and stamps == sorted(stamps), phases
+    assert len(stamps) == len(phases) >= 6 and stamps == sorted(stamps), phases  # nothing but phase lines
     assert any(p.startswith("train: fitting the held-out model") for p in phases)
     assert any(p.startswith("train: distilling the fast head") for p in phases) and phases[-1].startswith(
         "train: done")
@@ -100,17 +104,27 @@ def test_train_without_search_takes_the_shipped_settings_and_says_each_phase(tmp
     meta, shipped = (json.loads((d / "meta.json").read_text()) for d in (tmp_path / "m", shipped_model_dir()))
     assert meta["hyperparameters"] == shipped["hyperparameters"] and meta["settings_searched"] is False
     assert (meta["threshold"], meta["fix_threshold"]) == (shipped["threshold"], shipped["fix_threshold"])
-    assert "abstain_folds" not in meta and meta["n_train"] == json.loads(proc.stdout)["n_train"]
+    assert "abstain_folds" not in meta and f"trained on {meta['n_train']} issues" in proc.stdout
 
-    refused = run_cli("train", "--search", "--keep-settings", "--output", str(tmp_path / "m2"), db=cached_db)
-    assert refused.returncode == 2 and "give one" in refused.stderr and not (tmp_path / "m2").exists()
+    out = proc.stdout.splitlines()
+    assert f"export RETRIAGE_MODEL={tmp_path / 'm'}" in out, out
+    rows = {tuple(line.split("\t")[:2]): line.split("\t") for line in out if line.count("\t") == 5}
+    dev = {t: meta["dev"][f"{t}_macro_f1"] for t in ("re_class", "component")}
+    for target, f1 in dev.items():  # every class of the dev split, precision and recall whole, and the macro-F1
+        assert rows[(target, "macro-F1")][3] == f"{f1:.3f}", rows
+        classes = [r for k, r in rows.items() if k[0] == target and k[1] != "macro-F1"]
+        assert len(classes) >= 2 and all(re.fullmatch(r"\d\.\d\d", x) for r in classes for x in r[3:]), classes
+
+    refused = run_cli("train", "--model", str(tmp_path / "none"), "--output", str(tmp_path / "m2"), db=cached_db)
+    assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1 and "does not exist" in refused.stderr
+    assert not (tmp_path / "m2").exists()
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The least populated class:UserWarning")
 def test_train_with_search_chooses_settings_that_a_plain_train_reproduces(tmp_path, cached_db):
-    from retriage.classifier.train import (ABSTAIN_THRESHOLDS, C_GRID, FIX_THRESHOLDS, NEAREST_WEIGHTS,
-                                           settings_of, train)
+    from retriage.classifier.settings_search import ABSTAIN_THRESHOLDS, C_GRID, FIX_THRESHOLDS, NEAREST_WEIGHTS
+    from retriage.classifier.train import settings_of, train
     from retriage.db.store import connect
 
     labels = corpus_labels(tmp_path / "labels")

@@ -33,23 +33,16 @@ def train(
                                 "blend, the nearest labeled issues' votes, the fix and abstain thresholds) on four "
                                 "blocked folds instead of taking those of --model (default: the shipped model's). "
                                 "About five times as long as a train without it."),
-    keep_settings: bool = typer.Option(False, "--keep-settings", help="What train does without --search (the "
-                                       "settings of --model); accepted so that scripts which give it still run."),
 ):
     """Fit the classifier from the labeled set (and corrections) with the settings of --model (default: the shipped
     model; --search chooses them again) and print its dev-split metrics (those of its fit without the dev split)
     and the fast path's agreement. The model goes to the user data folder, never into the installed package: use
     it with `--model DIR` or RETRIAGE_MODEL=DIR. Not on a terminal, each phase is one line on standard error."""
-    import time
-
     from retriage.classifier.train import refresh_fast_head
     from retriage.classifier.train import train as run_train
-    from retriage.core.errors import UsageError
     from retriage.db.store import Database
     from retriage.taxonomy import LABELS_DIR
 
-    if search and keep_settings:
-        raise UsageError("--search chooses the settings again and --keep-settings keeps them: give one")
     settings = None
     if not search and not fast_only:
         from retriage.classifier import model_dir
@@ -58,13 +51,7 @@ def train(
         settings = settings_of(model_dir(model))
     con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
     prog, advance = _progress(None, "embedding issues")
-    started = time.monotonic()
-    if prog.console.is_terminal:  # the progress display names the phase
-        def phase(what: str) -> None:
-            prog.update(prog.task_ids[0], description=what)
-    else:  # one line per phase, with the seconds since the start
-        def phase(what: str) -> None:
-            typer.echo(f"train: {what} [{time.monotonic() - started:.1f} s]", err=True)
+    phase = _phases(prog, "train")
     with prog:
         if fast_only:
             trained, fast = refresh_fast_head(con, labels or LABELS_DIR, output or model, progress=advance)
@@ -81,29 +68,55 @@ def train(
     if as_json:
         print_json(out)
         return
-    from retriage.classifier.render import scores_table
-
     c = _console()
+    lines = []  # plain text, each line whole: the console wraps at its width, and a pipe must get full lines
     if not fast_only:
         refit = result.model.meta.get("refit_on_dev")
-        c.print(f"model [bold]{result.version}[/] trained on {result.n_train} issues ({result.n_corrections} "
-                f"corrections among the labels{', the dev split included' if refit else ''}); "
-                + ("its fit without the dev split, " if refit else "")
-                + f"evaluated on {result.n_dev} dev issues (abstains below confidence "
-                f"{result.model.threshold:.2f}; coverage {result.coverage:.0%})")
-        for target, s in result.dev.items():
-            c.print(scores_table(target, {"model": s}))
+        lines.append(f"model {result.version} trained on {result.n_train} issues ({result.n_corrections} corrections "
+                     f"among the labels{', the dev split included' if refit else ''}); "
+                     + ("its fit without the dev split, " if refit else "")
+                     + f"evaluated on {result.n_dev} dev issues (abstains below confidence "
+                     f"{result.model.threshold:.2f}; coverage {result.coverage:.0%})")
+        if c.is_terminal:
+            from retriage.classifier.render import scores_table
+
+            c.print(lines.pop(), markup=False)
+            for target, s in result.dev.items():
+                c.print(scores_table(target, {"model": s}))
+        else:  # one row per class, tab-separated, nothing cropped
+            lines.append("target\tclass\tsupport\tF1\tprecision\trecall")
+            for target, s in result.dev.items():
+                lines += [f"{target}\t{k}\t{v['support']}\t{v['f1']:.2f}\t{v['precision']:.2f}\t{v['recall']:.2f}"
+                          for k, v in s.per_class.items()] + [f"{target}\tmacro-F1\t\t{s.macro_f1:.3f}\t\t"]
         n = result.model.meta.get("hyperparameters", {}).get("nearest_labels") or {}
-        c.print(f"nearest labeled issues' votes: weight {n.get('weight', 0):g}" + (
+        lines.append(f"nearest labeled issues' votes: weight {n.get('weight', 0):g}" + (
             f" ({n['k']} nearest, temperature {n['temperature']:g}, balance {n['balance']:g})"
             if n.get("weight") else " (the heads alone)"))
     if fast:
         judged = " (its gate chosen with the fit without the dev split)" if trained.meta.get("refit_on_dev") else ""
-        c.print(f"fast path of `retriage classify` for model {trained.version}{judged}, on {fast.n} dev issues: "
-                f"answers {fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
-                f"(fast head alone {fast.re_agreement_fast_only:.1%}), same component {fast.component_agreement:.1%}")
-    c.print(f"model folder {trained.folder}: use it with `--model {trained.folder}` or "
-            f"`export RETRIAGE_MODEL={trained.folder}`")
+        lines.append(f"fast path of `retriage classify` for model {trained.version}{judged}, on {fast.n} dev issues: "
+                     f"answers {fast.fast_share:.0%} alone; same RE class as the model {fast.re_agreement:.1%} "
+                     f"(fast head alone {fast.re_agreement_fast_only:.1%}), same component "
+                     f"{fast.component_agreement:.1%}")
+    lines.append(f"model folder {trained.folder}: use it with `--model {trained.folder}` or")
+    lines.append(f"export RETRIAGE_MODEL={trained.folder}")
+    for line in lines:
+        if c.is_terminal:  # the terminal wraps a long line for the eye; the text keeps it whole
+            c.print(line, soft_wrap=True, markup=False)
+        else:
+            typer.echo(line)
+
+
+def _phases(prog, command: str):
+    """What each phase is told to: on a terminal the progress display's description, else one line on standard
+    error per phase, with the seconds since the start (`train: ... [12.3 s]`)."""
+    import time
+
+    started = time.monotonic()
+    if prog.console.is_terminal:
+        return lambda what: prog.update(prog.task_ids[0], description=what)
+    prog.disable = True  # off a terminal the display draws nothing but a blank line as it stops
+    return lambda what: typer.echo(f"{command}: {what} [{time.monotonic() - started:.1f} s]", err=True)
 
 
 def label(
@@ -114,6 +127,8 @@ def label(
                               "gate is open, the full model elsewhere; --exact: the full model on every issue."),
     workers: int = typer.Option(0, "--workers", min=0, max=64, help="Worker processes of --fast (0: one per core, "
                                 "at most 2)."),
+    changed: bool = typer.Option(False, "--changed", help="Label again only the issues whose nearest labeled "
+                                 "neighbours changed (corrections and confirmations recorded since their label)."),
 ):
     """Label every issue in the database that has no prediction from the current model."""
     from retriage.classifier.label import label_database
@@ -122,6 +137,15 @@ def label(
 
     classifier = IssueClassifier.load(model)
     con = Database(db)  # held only for each chunk's transaction: show, stats and report answer meanwhile
+    from retriage.classifier.nearest_labels import with_corrections
+    from retriage.review import changed_issues
+
+    if changed:
+        from retriage.bot.label_events import apply_label_events
+
+        apply_label_events(con, model_version=classifier.version)  # maintainers' labels since the bot's comment
+    classifier = with_corrections(classifier, con)  # corrections vote as labeled neighbours (issue 40)
+    keys = changed_issues(con, classifier) if changed else None
     holder: dict = {}
 
     def on_total(n):
@@ -130,7 +154,7 @@ def label(
 
     try:
         result = label_database(con, classifier, progress=lambda n: holder["advance"](n), on_total=on_total,
-                                fast=fast, workers=workers or None)
+                                fast=fast and not changed, workers=workers or None, keys=keys)
     finally:
         if "prog" in holder:
             holder["prog"].stop()
@@ -194,11 +218,11 @@ def eval_cmd(
     # the dev split (or --gold), then each generalisation split, then the holdout set
     stages = 1 if dev_only or gold is not None else 3 + any(HOLDOUT_DIR.glob("*.jsonl"))
     bar, advance = _progress(stages, "evaluating")
-    task = bar.task_ids[0]
+    step = _phases(bar, "eval")
     with bar:
-        report = run_eval(gold, db, generalisation=not dev_only,
-                          step=lambda what: bar.update(task, description=what), advance=lambda: advance(1),
+        report = run_eval(gold, db, generalisation=not dev_only, step=step, advance=lambda: advance(1),
                           model_dir=model)
+    step("done")
     if markdown is not None:
         from retriage.classifier.evaluation import markdown as to_markdown
 
