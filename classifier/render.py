@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from retriage.core.console import print_table
+
 
 def scores_table(target: str, systems: dict) -> Table:
     """Macro-F1 and per-class F1 of each system side by side (systems: name -> Scores)."""
@@ -42,14 +44,14 @@ def eval_report(console, report) -> None:
         console.print(f"{report.seen_in_training} of the {report.n} gold issues are labeled issues the model was "
                       "fitted on: its figures on them are optimistic (baselines are fitted without them)")
     for target, systems in report.scores.items():
-        console.print(scores_table(target, systems))
-        console.print(confusion_table(target, systems["model"]))
+        print_table(console, scores_table(target, systems))
+        print_table(console, confusion_table(target, systems["model"]))
         if target in report.confident:
             c = report.confident[target]
             console.print(f"model on the {report.coverage:.0%} it does not abstain on: macro-F1 {c.macro_f1:.3f}, "
                           f"accuracy {c.accuracy:.3f}")
     for g in [report.summary] + report.generalisation if report.summary else report.generalisation:
-        console.print(generalisation_table(g))
+        print_table(console, generalisation_table(g))
 
 
 def generalisation_table(g) -> Table:

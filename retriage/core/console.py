@@ -63,3 +63,22 @@ def write_plain(header: list[str], rows: list[list], out=None) -> None:
     out = out or sys.stdout
     for row in [header, *rows]:
         out.write("\t".join(plain_cell(c) for c in row) + "\n")
+
+
+def print_table(con, table) -> None:
+    """A Rich table on a terminal; elsewhere its title (`# ` line), header, rows and caption as plain rows, whole."""
+    if con.is_terminal:
+        con.print(table)
+        return
+    from rich.text import Text
+
+    def text(x) -> str:
+        return x.plain if isinstance(x, Text) else Text.from_markup(str(x)).plain
+
+    out = con.file
+    if table.title:
+        out.write(f"# {plain_cell(text(table.title))}\n")
+    write_plain([text(c.header) for c in table.columns],
+                [[text(c) for c in row] for row in zip(*(list(c.cells) for c in table.columns))], out)
+    for line in text(table.caption or "").splitlines():
+        out.write(f"# {plain_cell(line)}\n")
