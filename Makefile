@@ -14,8 +14,6 @@ $(BIN)/retriage: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	# byte-compile our sources once: a fresh `retriage classify` then starts without compiling them
 	$(BIN)/python -m compileall -q retriage db miner taxonomy classifier triage report > /dev/null
-	# the static MiniLM table of the classify fast path (~30 s once, kept in ~/.cache/retriage)
-	$(BIN)/python -m retriage.classifier.static_embed
 	touch $(BIN)/retriage
 
 install: $(BIN)/retriage

@@ -19,9 +19,6 @@ from retriage.classifier.model import IssueClassifier
 from retriage.classifier.nearest_labels import representation
 from retriage.classifier.static_embed import StaticMiniLM
 
-FOLDS = 5
-
-
 PARTS = ("fit", "fit", "fit", "fit", "report")  # the unlabeled snapshot issues, by a hash of their key
 
 
@@ -53,30 +50,17 @@ def _fit(X, Y, alpha: float):
     return Ridge(alpha=alpha).fit(X, Y)
 
 
-def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], embeddings: list[np.ndarray],
-                  seed: int = 0) -> FastHead:
+def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views],
+                  embeddings: list[np.ndarray]) -> FastHead:
     """Fit the fast head's ridge maps on issues `v` with their MiniLM view embeddings (the gate comes next)."""
-    from sklearn.model_selection import KFold
-
     n_re = len(model.re_head.classes_)
     target = np.hstack(model.embedding_logits(embeddings))
-    lex_re, lex_comp = model.lexical_logits(v)
     ids_by_view = FastHead.view_ids(static, v)
     nothing = np.zeros(0)
     head = FastHead(idf_weights(ids_by_view["full"], static.table.shape[0]), nothing, nothing, nothing, nothing,
                     nothing, nothing, nothing, n_re)
     avgs, _ = head.static_features(static, v, ids_by_view)
-    X = head.design_matrix(avgs, ids_by_view)
-
-    # out-of-fold fast answers: how well the regression carries over (reported, not used for the gate: the model
-    # fits its own training issues too well for them to show where fast and full answers part)
-    oof = np.zeros_like(target)
-    for tr, te in KFold(FOLDS, shuffle=True, random_state=seed).split(X):
-        oof[te] = _fit(X[tr], target[tr], ALPHA).predict(X[te])
-    same_re = (lex_re + oof[:, :n_re]).argmax(1) == (lex_re + target[:, :n_re]).argmax(1)
-    same_comp = (lex_comp + oof[:, n_re:]).argmax(1) == (lex_comp + target[:, n_re:]).argmax(1)
-
-    ridge = _fit(X, target, ALPHA)
+    ridge = _fit(head.design_matrix(avgs, ids_by_view), target, ALPHA)
     coef = ridge.coef_.T.astype(np.float32)  # (features, k)
     width = avgs.shape[1]
     head.w_static, head.w_bow = coef[:width], coef[width:] * np.float32(BOW_WEIGHT)
@@ -86,9 +70,7 @@ def fit_fast_head(model: IssueClassifier, static: StaticMiniLM, v: list[Views], 
     vote = _fit(avgs, representation(embeddings), VOTE_ALPHA)
     head.w_vote, head.b_vote = vote.coef_.T.astype(np.float32), vote.intercept_.astype(np.float32)
     head.meta = {"n_distill": len(v), "alpha": ALPHA, "bow_weight": BOW_WEIGHT, "sim_alpha": SIM_ALPHA,
-                 "vote_alpha": VOTE_ALPHA,
-                 "out_of_fold": {"re_agreement_fast_only": round(float(same_re.mean()), 4),
-                                 "component_agreement_fast_only": round(float(same_comp.mean()), 4)}}
+                 "vote_alpha": VOTE_ALPHA, "static_dim": int(static.table.shape[1])}
     return head
 
 

@@ -187,16 +187,16 @@ class FastHead:
                 "no checksum recorded in fast.json"
         vocab, dim = len(self.idf), self.b_sim.shape[0] if self.b_sim.ndim == 1 else -1
         k = self.bias.shape[0] if self.bias.ndim == 1 else -1
-        views = len(VIEW_FIELDS)
-        want = {"idf": (vocab,), "w_static": (views * dim, k), "w_bow": (len(BOW_VIEWS) * vocab, k), "bias": (k,),
-                "w_sim": (views * dim, dim), "b_sim": (dim,), "w_vote": (views * dim, dim), "b_vote": (dim,)}
+        width = self.w_static.shape[0]  # the static vectors of every view side by side
+        want = {"idf": (vocab,), "w_static": (width, k), "w_bow": (len(BOW_VIEWS) * vocab, k), "bias": (k,),
+                "w_sim": (width, dim), "b_sim": (dim,), "w_vote": (width, dim), "b_vote": (dim,)}
         for name, shape in want.items():
             a = getattr(self, name)
             if a.shape != shape or a.dtype.kind != "f":
                 return f"{name} has shape {a.shape} and dtype {a.dtype}, not {shape}"
             if not np.isfinite(a).all():
                 return f"{name} holds NaN or infinite values"
-        if not 0 < self.n_re < k or vocab == 0:
+        if not 0 < self.n_re < k or vocab == 0 or width % len(VIEW_FIELDS):
             return f"n_re {self.n_re} does not fit {k} outputs"
         return ""
 

@@ -61,6 +61,9 @@ def label_database(con, model: IssueClassifier | None = None,
     `workers` processes); otherwise the full model on every issue."""
     model = model or IssueClassifier.load()
     version = model.version
+    from retriage.db.versions import fill_missing
+
+    fill_missing(con)  # the engine versions of issues stored before migration 005 (db/versions.py)
     todo = pending(con, version, keys)
     total = con.execute("SELECT count(*) FROM issues WHERE NOT is_pull_request").fetchone()[0]
     if on_total:

@@ -1,6 +1,6 @@
-"""Damaged caches and rows: a static table or fast head that is empty, short, random behind a valid header or
-not the file that was built turns the fast path off with a note; NaN/inf vectors are refused on write and
-skipped (embedded again) on read, so that no JSON answer holds NaN and no prediction is NaN."""
+"""Damaged caches and rows: a fast head that is empty, short, rewritten or not the file that was built turns the
+fast path off with a reason (a damaged static model: tests/test_static_embed.py); NaN/inf vectors are refused on
+write and skipped (embedded again) on read, so that no JSON answer holds NaN and no prediction is NaN."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from retriage.classifier.fast_path import FAST_META, FAST_WEIGHTS, FastHead
 from retriage.classifier.model import IssueClassifier, shipped_model_dir
-from retriage.classifier.static_embed import check_table, load_table, save_table, table_path
 from retriage.db import writes
 from retriage.db.neighbours import NeighbourIndex
 from retriage.db.queries import similar_to_vector
@@ -22,83 +21,6 @@ from retriage.db.similar import similar_issues
 from retriage.db.store import connect, transaction
 
 MODEL = "all-MiniLM-L6-v2"
-
-
-@pytest.fixture(scope="module")
-def real_table():
-    t = load_table()
-    assert t is not None, f"the static table is built by `make install`; missing: {table_path()}"
-    return np.asarray(t)
-
-
-def _npy_header(shape) -> bytes:
-    """The bytes np.save writes before the data of a float16 array of `shape`."""
-    import io
-
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {"descr": "<f2", "fortran_order": False, "shape": tuple(shape)})
-    return buf.getvalue()
-
-
-def _damage(kind: str, path, real_table) -> None:
-    rng = np.random.default_rng(0)
-    if kind == "empty":
-        path.write_bytes(b"")
-    elif kind == "header-only":
-        path.write_bytes(_npy_header(real_table.shape))
-    elif kind == "short":
-        path.write_bytes(path.read_bytes()[: 5_000_000])
-    elif kind == "random-behind-header":
-        path.write_bytes(_npy_header(real_table.shape) + rng.bytes(real_table.size * 2))
-    elif kind == "finite-noise-behind-header":  # every value finite: only the checksum tells
-        noise = rng.standard_normal(real_table.shape).astype(np.float16)
-        path.write_bytes(_npy_header(real_table.shape) + noise.tobytes())
-    elif kind == "one-row-changed":
-        data = bytearray(path.read_bytes())
-        data[-1000:-998] = np.float16(3.0).tobytes()
-        path.write_bytes(bytes(data))
-    elif kind == "wrong-dtype":
-        np.save(path, np.asarray(real_table[:50], dtype=np.float32))
-    elif kind == "garbage":
-        path.write_bytes(b"\x93NUMPY garbage" * 100)
-
-
-DAMAGES = ["empty", "header-only", "short", "random-behind-header", "finite-noise-behind-header",
-           "one-row-changed", "wrong-dtype", "garbage"]
-
-
-@pytest.mark.parametrize("kind", DAMAGES)
-def test_a_damaged_static_table_is_refused_with_a_reason(kind, tmp_path, monkeypatch, real_table):
-    monkeypatch.setenv("RETRIAGE_CACHE_DIR", str(tmp_path))
-    path = table_path()
-    save_table(real_table, path)
-    assert check_table() [0] is not None
-    _damage(kind, path, real_table)
-    table, why = check_table()
-    assert table is None and str(path) in why and "\n" not in why
-
-
-def test_a_table_built_before_checksums_is_checked_once_then_gets_one(tmp_path, monkeypatch, real_table):
-    monkeypatch.setenv("RETRIAGE_CACHE_DIR", str(tmp_path))
-    path = table_path()
-    save_table(real_table, path)
-    side = path.with_name(path.name + ".json")
-    side.unlink()
-    table, why = check_table()
-    assert table is not None, why
-    assert json.loads(side.read_text())["shape"] == list(real_table.shape)  # adopted
-    side.unlink()
-    _damage("finite-noise-behind-header", path, real_table)
-    table, why = check_table()
-    assert table is None and "not MiniLM" in why and not side.exists()
-
-
-def test_non_finite_tables_are_never_written(tmp_path, real_table):
-    bad = np.asarray(real_table[:10], dtype=np.float32).copy()
-    bad[3, 7] = np.nan
-    with pytest.raises(ValueError):
-        save_table(bad, tmp_path / "t.npy")
-    assert not list(tmp_path.iterdir())
 
 
 def _copy_model(tmp_path):
@@ -152,27 +74,6 @@ def test_the_shipped_fast_head_carries_its_checksum():
 
     meta = json.loads((shipped_model_dir() / FAST_META).read_text())
     assert meta["weights_sha256"] == hashlib.sha256((shipped_model_dir() / FAST_WEIGHTS).read_bytes()).hexdigest()
-
-
-@pytest.mark.slow  # loads the real model and runs it
-@pytest.mark.parametrize("kind", ["empty", "short", "random-behind-header"])
-def test_classify_with_a_damaged_table_answers_with_the_full_model_and_says_so(kind, tmp_path, monkeypatch,
-                                                                               real_table):
-    from conftest import run_cli
-
-    from pathlib import Path
-
-    monkeypatch.setenv("RETRIAGE_CACHE_DIR", str(tmp_path))
-    path = table_path()
-    save_table(real_table, path)
-    _damage(kind, path, real_table)
-    trace = Path(__file__).parent / "data" / "traces" / "vllm_cuda_oom_1.txt"
-    proc = run_cli("classify", str(trace), "--json", "--similar", "0", env={"RETRIAGE_CACHE_DIR": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr
-    assert "Aborted" not in proc.stderr + proc.stdout
-    out = json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
-    assert not out["fast_path"] and out["re_class"] == "RE.1"
-    assert any(n.startswith("fast path off:") and "static embedding table" in n for n in out["notes"])
 
 
 # ---- NaN and infinite vectors in the embeddings table ------------------------------------------------------

@@ -211,7 +211,7 @@ def test_show_and_list_expose_how_each_prediction_was_made_and_the_rules_advice(
     rows = {r["number"]: r for r in json.loads(listed.stdout)}
     assert rows[1]["made_by"] == p["made_by"] and rows[1]["note"] == p["note"]
     assert rows[2]["made_by"] == plain["prediction"]["made_by"] and rows[2]["note"] is None
-    table = runner.invoke(app, ["list", "--db", str(stored)], env={"COLUMNS": "200"})
+    table = runner.invoke(app, ["list", "--format", "table", "--db", str(stored)], env={"COLUMNS": "200"})
     assert "oom_four_step?" in table.stdout and "a resource fix beside the class none" in table.stdout
 
 

@@ -115,12 +115,11 @@ class Triage:
             return
         table, why = check_table()
         if table is None:
-            self.fast_unavailable = (f"{why}: run `python -m retriage.classifier.static_embed` once (about half "
-                                     "a minute; a damaged file is replaced)")
+            self.fast_unavailable = why
             return
         if table.shape[0] != len(head.idf):
             self.fast_unavailable = (f"the static embedding table has {table.shape[0]} rows, the fast head reads "
-                                     f"{len(head.idf)}: run `python -m retriage.classifier.static_embed`")
+                                     f"{len(head.idf)}: reinstall retriage")
             return
         self.fast_head, self.static = head, StaticMiniLM(table)
 
