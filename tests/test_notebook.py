@@ -77,7 +77,7 @@ def test_notebook_with_labels_and_embeddings(tmp_path, monkeypatch):
                                   [MODEL]).fetchone()
     assert f"{issues:,} issues in 3 repositories, {labeled:,} labeled by model {MODEL}" in setup
     assert "vega" in weekly and "2025-07-14" in weekly  # the chart, with the snapshot's last week
-    assert "Newest issues" in table and "Δ last full week" in table
+    assert "Newest issues" in table and re.search(r"Δ \d\d-\d\d", table)  # the change row of the last full week
     assert "vega" in components
     for engine in ("vLLM", "SGLang", "llama.cpp"):
         assert re.search(rf"{re.escape(engine)}: [\d,]+ labeled issues; largest components", components)
