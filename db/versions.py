@@ -51,7 +51,29 @@ def store(con: duckdb.DuckDBPyConnection, issues: list[dict]) -> int:
         select = ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(_TYPES))
         con.execute(f"INSERT INTO issue_versions ({', '.join(COLUMNS)}) SELECT {select}",
                     [[r[i] for r in rows] for i in range(len(COLUMNS))])
+        mark_counted(con, keys)
     return len(rows)
+
+
+PICK = "CASE WHEN release IN ('main', 'unknown') THEN -1e300 ELSE sort_key END"  # numbered first, then newest
+
+
+def mark_counted(con, keys: list[tuple[str, int]] | None = None) -> None:
+    """Set `counted` on the one row per issue that per-release counts use (of these issues, or of all): a
+    regression report's (good and bad rows) newest bad version, else its newest reported version, a numbered
+    release over main/unknown. Chosen once at write time, so `report --releases` reads one row per issue."""
+    scope = ("WHERE (repo, number) IN (SELECT (unnest($1::TEXT[]), unnest($2::INTEGER[])))" if keys is not None
+             else "")
+    args = [[k[0] for k in keys], [k[1] for k in keys]] if keys is not None else []
+    con.execute(f"""
+        UPDATE issue_versions v SET counted = (v.role = s.role AND v.version = s.version) FROM (
+            SELECT repo, number, CASE WHEN regression THEN 'bad' ELSE 'reported' END AS role,
+                   CASE WHEN regression THEN bad ELSE reported END AS version
+            FROM (SELECT repo, number, bool_or(role = 'good') AND bool_or(role = 'bad') AS regression,
+                         arg_max(version, {PICK}) FILTER (WHERE role = 'bad') AS bad,
+                         arg_max(version, {PICK}) FILTER (WHERE role = 'reported') AS reported
+                  FROM issue_versions {scope} GROUP BY repo, number)) s
+        WHERE v.repo = s.repo AND v.number = s.number""", args)
 
 
 def fill_missing(con) -> int:

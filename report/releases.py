@@ -142,33 +142,20 @@ def _has_versions(con: duckdb.DuckDBPyConnection) -> bool:
                        ).fetchone()[0] > 0
 
 
-ORDER = "CASE WHEN release IN ('main', 'unknown') THEN -1e300 ELSE sort_key END"  # numbered first, then newest
-SQL = f"""
-    WITH engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine),
-    per_issue AS (  -- one release per issue: the reported one (a numbered release over main/unknown, then the
-                    -- newest), or for a regression report (a good and a bad version) the bad one
-        SELECT repo, number, bool_or(role = 'good') AND bool_or(role = 'bad') AS regression,
-               arg_max(release, {ORDER}) FILTER (WHERE role = 'reported') AS rep,
-               arg_max(sort_key, {ORDER}) FILTER (WHERE role = 'reported') AS rep_key,
-               arg_max(release, {ORDER}) FILTER (WHERE role = 'bad') AS bad,
-               arg_max(sort_key, {ORDER}) FILTER (WHERE role = 'bad') AS bad_key
-        FROM issue_versions GROUP BY repo, number),  -- every repository: the engine join below selects (a filter
-                                                     -- here by list_contains doubled the time on 1 M rows)
-    versioned AS (
-        SELECT repo, number, regression, CASE WHEN regression OR rep IS NULL THEN bad ELSE rep END AS release,
-               CASE WHEN regression OR rep IS NULL THEN bad_key ELSE rep_key END AS sort_key
-        FROM per_issue)
-    SELECT m.engine, v.release, min(v.sort_key), v.regression,
+SQL = """
+    WITH engine_map AS (SELECT unnest($map_repos) AS repo, unnest($map_ids) AS engine)
+    SELECT m.engine, v.release, min(v.sort_key), v.role = 'bad' AS regression,
            coalesce(c.re_class, g.re_class, CASE WHEN p.abstained THEN 'unsure' ELSE p.re_class END,
                     'unlabeled') AS cls, count(*) AS n
-    FROM versioned v
+    FROM issue_versions v  -- the one counted row per issue (db/versions.mark_counted): a regression report's bad
+                           -- version, else the reported one
     JOIN engine_map m ON m.repo = v.repo
     LEFT JOIN (SELECT repo, number, re_class FROM corrections
                QUALIFY row_number() OVER (PARTITION BY repo, number ORDER BY corrected_at DESC) = 1) c
            ON c.repo = v.repo AND c.number = v.number
     LEFT JOIN gold_labels g ON g.repo = v.repo AND g.number = v.number
     LEFT JOIN predictions p ON p.repo = v.repo AND p.number = v.number AND p.model_version = $model_version
-    WHERE v.release IS NOT NULL  -- pull requests: an anti-join with the few of them, not a join with every issue
+    WHERE v.counted  -- pull requests: an anti-join with the few of them, not a join with every issue
       AND ($include_prs OR (v.repo, v.number) NOT IN (SELECT repo, number FROM issues WHERE is_pull_request))
     GROUP BY ALL"""
 

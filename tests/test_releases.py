@@ -15,6 +15,7 @@ from scipy.stats import binomtest
 
 from conftest import run_cli
 from retriage import taxonomy
+from retriage.db.versions import mark_counted
 from retriage.db.store import connect
 from retriage.report.releases import RESOURCE, TEST, newcombe, release_report, wilson
 from test_report import plain, terminal
@@ -90,7 +91,9 @@ def built(tmp_path_factory):
                     "VALUES (?, ?, ?, 'operators', 'none')", gold)
     con.executemany("INSERT INTO corrections (repo, number, re_class, component, known_fix, reason, corrected_by, "
                     "corrected_at) VALUES (?, ?, ?, 'operators', 'none', 'test', 'test', ?::TIMESTAMP)", corrections)
-    con.executemany("INSERT INTO issue_versions VALUES (?, ?, ?, ?, ?, ?, ?, 'source line')", versions)
+    con.executemany("INSERT INTO issue_versions (repo, number, engine, version, release, sort_key, role, source) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, 'source line')", versions)
+    mark_counted(con)  # as db/versions.store does after writing an issue's rows
     con.close()
     return path, expected
 

@@ -12,6 +12,9 @@ CREATE TABLE IF NOT EXISTS issue_versions (
     sort_key    DOUBLE NOT NULL,    -- orders the releases of one engine (main and unknown sort last)
     role        TEXT NOT NULL,      -- reported (the version the reporter ran) | good (it worked there) | bad (broken there)
     source      TEXT NOT NULL,      -- the line it was read from, cut to 200 characters
+    counted     BOOLEAN NOT NULL DEFAULT false,  -- the one row of the issue that per-release counts use: a
+                                    -- regression report's bad version, else the reported one (a numbered release
+                                    -- over main/unknown, then the newest); db/versions.mark_counted sets it
     PRIMARY KEY (repo, number, role, version)
 );
 
