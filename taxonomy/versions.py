@@ -21,7 +21,7 @@ from retriage.taxonomy import HERE, engine_for_repo
 SOURCE_CHARS = 200
 MAIN, UNKNOWN = "main", "unknown"
 _LAST = {MAIN: 1e12, UNKNOWN: 2e12}  # sort keys of main and unknown: after every release
-_SEMVER = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?((?:[.\-]?(?:post|dev|rc|a|b)\d*)*)", re.I)
+_SEMVER = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+)(?:\.(\d{1,2})(?!\d))?)?((?:[.\-]?(?:post|dev|rc|a|b)\d*)*)", re.I)
 _SUFFIX = re.compile(r"(post|dev|rc|a|b)(\d*)", re.I)
 _BUILD = re.compile(r"b?(\d{1,6})", re.I)
 _RELEASE_RANGE = re.compile(r"b(\d+)-b(\d+)")
@@ -106,14 +106,14 @@ def normalise(engine: str, raw: str) -> tuple[str, str, float] | None:
     m = _SEMVER.match(raw.split("+")[0])
     if not m:
         return None
-    major, minor, patch = int(m.group(1)), int(m.group(2)), m.group(3)
-    suffix = m.group(4).lower().replace("-", ".")
+    major, minor, patch, fourth = int(m.group(1)), int(m.group(2)), m.group(3), m.group(4)
+    suffix = m.group(5).lower().replace("-", ".")
     if re.fullmatch(r"[.\-]?(?:a|b)\d*", suffix):  # "0.8.5b" is not a version we know
         suffix = ""
-    key = major * 1e6 + minor * 1e3 + (int(patch) if patch else 0)
+    key = major * 1e6 + minor * 1e3 + (int(patch) if patch else 0) + (min(int(fourth), 9) * 0.05 if fourth else 0)
     for kind, n in _SUFFIX.findall(suffix):
         key += (0.25 + min(int(n or 0), 99) * 0.001) if kind == "post" else -(0.5 - min(int(n or 0), 999) * 0.0001)
-    text = f"{major}.{minor}" + (f".{patch}" if patch else "") + suffix
+    text = f"{major}.{minor}" + (f".{patch}" if patch else "") + (f".{fourth}" if fourth else "") + suffix
     return text, f"{major}.{minor}", key
 
 

@@ -48,6 +48,43 @@ def test_parse_reads_the_engines_own_version(engine, text, version):
     assert reported(engine, text) == version
 
 
+@pytest.mark.parametrize("engine, text, version", [
+    ("vllm", "I am using docker image with **VLLM v 0.9.0.1**", "0.9.0.1"),  # a four-part release, "v 0.x"
+    ("vllm", "vLLM Version : 0.9.0.1\nvLLM Build Flags:", "0.9.0.1"),
+    ("sglang", "### Environment\n\nVersion: 0.4.4.post1", "0.4.4.post1"),  # a bare template answer
+    ("sglang", "Name: torch\nVersion: 2.5.1\nSummary: Tensors", "unknown"),  # pip show of another package
+    ("sglang", "Name: sglang\nVersion: 0.4.6\nSummary: SGLang", "0.4.6"),
+    ("sglang", "The accuracy drops in the main branch, seen by the nightly CI.", "main"),
+    ("trtllm", "TensorRT-LLM: release/0.5.0\nTensorRT: 9.1.0", "0.5.0"),
+    ("trtllm", "Used Tensorrt llm version: 0.10.0 - included in the image above", "0.10.0"),
+    ("trtllm", "[TensorRT-LLM][INFO] Engine version 1.2.0rc2 found in the config file, assuming engine(s)", "1.2.0rc2"),
+    ("llama.cpp", "Quantizing the K cache is currently broken on master for batch size 1.", "main"),
+    ("llama.cpp", "### Name and Version\n\non latest commit ce8784bdb153ff7794dde5a50b0ebfa51baa6171", "main"),
+    ("llama.cpp", "main: build = 1 (2a4bcba)\nmain: seed  = 1697243692", "main"),  # a shallow clone counts 1
+    ("llama.cpp", "rank 0 runs on the master node, rank 1 on the worker", "unknown"),
+    ("vllm", "we build Triton from the commit `e192dba224c673671ae70f73842fc693ca279a45`", "unknown"),
+    ("sglang", "sglang 0.30 can run the small model.", "unknown"),  # prose, not a `pip list` row
+    ("sglang", "sglang                    0.4.6.post1              pypi_0    pypi", "0.4.6.post1"),
+])
+def test_general_forms_of_the_first_misses(engine, text, version):
+    assert reported(engine, text) == version
+
+
+def test_an_upgrade_of_another_package_or_one_that_fixed_it_is_no_regression():
+    assert {v.role for v in tv.parse("sglang", "By upgrading the nccl using pip from 2.21 to 2.26, this error is gone")
+            } == {"reported"}
+    assert {v.role for v in tv.parse("vllm", "Upgrading vllm from 0.6.3 to 0.6.4 fixed it")} == {"reported"}
+    rows = {v.role: v.version for v in tv.parse("vllm", "After upgrading vLLM from 0.6.3 to 0.6.4 the server hangs")}
+    assert (rows["good"], rows["bad"]) == ("0.6.3", "0.6.4")
+
+
+def test_four_part_releases_sort_between_their_neighbours():
+    n = tv.normalise("vllm", "0.9.0.1")
+    assert n[:2] == ("0.9.0.1", "0.9")
+    assert tv.normalise("vllm", "0.9.0")[2] < n[2] < tv.normalise("vllm", "0.9.1.dev1")[2] < tv.normalise(
+        "vllm", "0.9.1")[2]
+
+
 def test_a_regression_report_keeps_both_versions():
     rows = {v.role: v for v in tv.parse("vllm", "It worked fine in 0.8.4 but it fails with vllm 0.8.5.")}
     assert (rows["good"].version, rows["bad"].version, rows["reported"].version) == ("0.8.4", "0.8.5", "0.8.5")
