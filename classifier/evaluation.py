@@ -137,8 +137,7 @@ def run_eval(gold_path: Path | None, db: str | None = None, generalisation: bool
         from retriage.db.store import Database
 
         con = Database(db)  # the embedding cache, held only while a chunk of vectors is written
-    step("reading the labeled set")
-    team = load_gold()
+    team = load_gold()  # no phase line before it: a bad --gold file is one line of error and nothing else
     if gold_path is None:
         train, gold = split(team)
         source = "dev split of the team's labeled set"

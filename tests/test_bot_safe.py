@@ -54,14 +54,14 @@ def outside_code(markdown: str) -> str:
     return "\n".join(out)
 
 
-HOSTILE = [
+HOSTILE = [  # each an error line, so that each reaches the comment's evidence (it quotes failure lines only)
     "RuntimeError: CUDA out of memory @maintainer @org/team cc@someone",
-    "```",
-    "</details><img src=x onerror=alert(1)><!-- retriage -->",
-    "````` closing fence attempt ``````",
-    "[click](https://evil.example) ![img](https://evil.example/x.png) | table | break |",
-    "token ghp_" + "A" * 36 + " and hf_" + "b" * 34,
-    "bidi \u202e override \x00 nul \x1b[31m colour",
+    "RuntimeError: ```",
+    "RuntimeError: </details><img src=x onerror=alert(1)><!-- retriage -->",
+    "RuntimeError: ````` closing fence attempt ``````",
+    "RuntimeError: [click](https://evil.example) ![img](https://evil.example/x.png) | table | break |",
+    "RuntimeError: token ghp_" + "A" * 36 + " and hf_" + "b" * 34,
+    "RuntimeError: bidi \u202e override \x00 nul \x1b[31m colour",
 ]
 
 
@@ -93,8 +93,9 @@ def test_hostile_title_of_a_similar_issue_is_inert_text():
 
 
 def test_a_one_megabyte_body_line_is_cut_and_the_comment_capped():
-    huge = "RuntimeError: CUDA out of memory " + "A" * 1_000_000
-    md = render_comment(verdict([huge] * 50), CFG)
+    huge = [f"RuntimeError: CUDA out of memory on {chr(65 + i % 26)}{chr(65 + i // 26)} " + "A" * 1_000_000
+            for i in range(50)]  # 50 different lines (lines that differ only in numbers are quoted once)
+    md = render_comment(verdict(huge), CFG)
     assert len(md) <= CFG.max_chars
     block = md.split("```text\n", 1)[1].split("\n```", 1)[0].split("\n")
     assert len(block) == CFG.max_evidence_lines and all(len(x) <= CFG.max_line_chars for x in block)

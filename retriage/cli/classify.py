@@ -92,12 +92,13 @@ def classify(
     classifier = IssueClassifier.load(model)  # a missing or damaged --model folder: one line, before any work
     path = db or "retriage.duckdb"
     con, why = _open_in_background(path) if similar > 0 and os.path.exists(path) else (None, lambda: None)
-    if similar > 0 and con is None:  # one line, so that a missing section is never a silent one
-        sys.stderr.write(f"retriage: similar issues left out: no database at ./{path} (build one with `retriage "
-                         "demo` or `retriage mine`, or give --db PATH)\n")
     # one question per process: ask the database for similar issues rather than loading all their vectors
     try:
         result = Triage(classifier, fast=not exact, index=False).run(data, engine=engine, con=con, similar=similar)
+        if similar > 0 and con is None:  # one line, so that a missing section is never a silent one (after the
+            # input was read: bad input is one line of error and nothing else)
+            sys.stderr.write(f"retriage: similar issues left out: no database at ./{path} (build one with "
+                             "`retriage demo` or `retriage mine`, or give --db PATH)\n")
         if fmt == "markdown":
             return _print_markdown(result, con() if con is not None else None)
     finally:

@@ -188,7 +188,7 @@ _FAILURE_RE = re.compile(
     r"\b[\w.:/\[\]-]+:\s+(?:error|fatal error|failed|failed to \w+)\b|\w+ failed with (?:error|status)|"
     r"\bout of (?:device )?memory\b|\bOOM\b|\bassert(?:ion)?\b.*\bfailed\b|\bKilled\b"
 )
-_NOT_FAILURE_RE = re.compile(r"\b(?:INFO|DEBUG)\b|^\s*#|^\s*>")
+_NOT_FAILURE_RE = re.compile(r"(?<![=_])\b(?:INFO|DEBUG)\b(?!=)|^\s*#|^\s*>")  # not NCCL_DEBUG=INFO
 _PLAIN_WORD_RE = re.compile(r"[(\"']?[A-Za-z][a-z]*(?:'[a-z]+)?[.,;:!?)\"']*")
 _TOOL_PREFIX_RE = re.compile(r"^\s*[\w.\[\]/-]*[_./][\w.\[\]/-]*:\s")
 _FIRST_PERSON_RE = re.compile(r"(?i)\b(?:I|I'm|I've|we|my|our|you|please|hello|hi|thanks)\b")
