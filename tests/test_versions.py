@@ -70,6 +70,37 @@ def test_general_forms_of_the_first_misses(engine, text, version):
     assert reported(engine, text) == version
 
 
+@pytest.mark.parametrize("engine, text, version", [
+    ("vllm", "工具： Vllm=0.8.4", "0.8.4"),  # a pin written with one "="
+    ("vllm", "flashinfer=0.2.5\nvllm-flash-attn==2.5.9\nvllm>=0.6", "unknown"),  # other packages, a range
+    ("vllm", "the latest release of vllm ([v0.5.0.post1](https://github.com/vllm-project/vllm/releases/tag/v0.5.0.post1))",
+     "0.5.0.post1"),
+    ("vllm", "the fix is in transformers ([v4.45.0](https://github.com/huggingface/transformers/releases/tag/v4.45.0))",
+     "unknown"),
+    ("vllm", "Note: this is a problem with vllm (0.6.2) not supporting PEP 517 builds", "0.6.2"),
+    ("sglang", "### Environment\n\nsglang-0.4.6\n", "0.4.6"),
+    ("sglang", "sglang-router-0.1.4\n", "unknown"),  # another package of the family
+    ("trtllm", "cd /llm/tmp/trtllm/v0.17/TensorRT-LLM/examples/gemma/", "0.17"),
+    ("trtllm", "cd /opt/v1.2/flashinfer/benchmarks", "unknown"),  # a path of another project
+    ("trtllm", "Docker image: `tensorrt_llm-release:v0.20.0rc0`", "0.20.0rc0"),
+    ("vllm", "`test_seeded_generate.py` has been failing on main since #17731", "main"),
+    ("vllm", "the error is raised in main thread of the engine", "unknown"),
+    ("llama.cpp", "(base) ➜  llama.cpp git:(master) ✗ ./main -m model.bin", "main"),
+    ("vllm", "(venv) ➜  transformers git:(main) python bench.py", "unknown"),  # another project's checkout
+    ("llama.cpp", "    image: ghcr.io/ggerganov/llama.cpp:server\n    pull_policy: always", "main"),
+    ("vllm", "docker run vllm/vllm-openai:nightly --model x", "main"),
+    ("sglang", "docker pull lmsysorg/sglang:latest", "unknown"),  # the newest release, number not known
+    ("vllm", "FROM nvidia/cuda:nightly", "unknown"),  # another image's rolling tag
+    ("llama.cpp", "### Git commit\n\ngit rev-parse HEAD b56f079e28fda692f11a8b59200ceb815b05d419", "main"),
+    ("llama.cpp", "After upgrading to latest code compiling and then running", "main"),
+    ("llama.cpp", "- [x] I am running the latest code. Development is very rapid", "unknown"),  # a ticked checkbox alone
+    ("sglang", "run latest sglang code(1eb8eade2bf6f69bf38c7d2706242775842131c5) on 2 nodes", "main"),
+    ("trtllm", "pip3 install tensorrt_llm -U --pre --extra-index-url https://pypi.nvidia.com", "unknown"),
+])
+def test_general_forms_of_the_fresh_misses(engine, text, version):
+    assert reported(engine, text) == version
+
+
 def test_an_upgrade_of_another_package_or_one_that_fixed_it_is_no_regression():
     assert {v.role for v in tv.parse("sglang", "By upgrading the nccl using pip from 2.21 to 2.26, this error is gone")
             } == {"reported"}
