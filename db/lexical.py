@@ -28,7 +28,7 @@ from retriage.core.paths import cache_dir
 from retriage.core.textprep import failure_lines, for_reading
 from retriage.core.tokens import token_counts, tokenize
 
-TOKENS_VERSION = "t9"  # bump when tokenize() or the indexed text changes: old indexes are then not reused
+TOKENS_VERSION = "t10"  # bump when tokenize() or the indexed text changes: old indexes are then not reused
 KIND = "search"  # the folders' prefix (the cost of a build says it too)
 MAX_TEXT = 60000  # characters of an issue's text that are indexed (a pasted 1 MB log adds nothing after this)
 KEEP = 4  # indexes kept in the cache (other databases, earlier states)

@@ -146,17 +146,24 @@ def advice_text(advice: list[dict]) -> Text:
 
 
 def similar_table(rows: list[dict], title: str = "similar issues") -> Table:
-    """Similar issues on a terminal: the title wrapped (never cut), the other cells whole."""
+    """Similar issues on a terminal: the title wrapped (never cut) and given the room; the issue's state under its
+    reference and its fixing PRs under its known fix, so that the fixed-width cells leave the title room at 80
+    columns."""
     t = Table(title=title, title_justify="left", expand=True, show_lines=False)
-    for col in ("issue", "score", "state", "title", "fixing PR", "known fix"):
-        t.add_column(col, justify="right" if col == "score" else "left", no_wrap=col != "title",
-                     **({"ratio": 1, "min_width": 12, "overflow": "fold"} if col == "title" else {}))
+    t.add_column("issue", no_wrap=True)
+    t.add_column("score", justify="right", no_wrap=True)
+    t.add_column("title", ratio=1, min_width=20, overflow="fold")
+    t.add_column("fix / PR", max_width=24, overflow="fold")
     from retriage.core.refs import format_ref
 
     for r in rows:
         link = f"link {r['html_url']}" if r.get("html_url") else ""
-        t.add_row(Text(format_ref(r["repo"], r["number"]), style=link), f"{r['score']:.2f}", r.get("state") or "",
-                  Text(r.get("title") or ""), fixing_prs(r), r.get("known_fix") or "")
+        ref = Text(format_ref(r["repo"], r["number"]), style=link)
+        if r.get("state"):
+            ref.append(f"\n{r['state']}", style="dim")
+        prs = fixing_prs(r)
+        fix = (r.get("known_fix") or "-") + (f"\nPR {prs}" if prs != "-" else "")
+        t.add_row(ref, f"{r['score']:.2f}", Text(r.get("title") or ""), Text(fix.replace(", ", ",\n")))
     return t
 
 

@@ -6,11 +6,13 @@ ranked, with the filters of `retriage list`.
 
 `share` is how much of the query's term weight an issue matches (core/bm25: the ceiling is the sum of the idf
 of the query's terms), so an issue that contains the query's words ranks above one that is only about the same
-thing. Issues that contain every term of the query come first (`all_terms`), so `/dev/shm` lists the issues
-that mention it before those that only say `shm`; then by score. A query that names a failure (FAILURE_QUERY:
-crash, error, hang, OOM...) adds FAILURE_BONUS to the score of issues with failure lines (an exception, a machine
-error line: `failure_lines`) for the order, so a feature request that only mentions the words comes after the bug
-reports that show the failure (`score` itself is not changed).
+thing. For the order, an issue that contains every term of the query (`all_terms`) gains ALL_TERMS_BONUS, so
+`/dev/shm` lists the issues that mention it before those that only say `shm` at a like score, while an issue that
+misses one word of the query ("K cache" for "KV cache") but matches much better still comes first. A query that
+names a failure (FAILURE_QUERY: crash, error, OOM...) adds FAILURE_BONUS to issues with failure lines (an
+exception, a machine error line: `failure_lines`), so a feature request that only mentions the words comes after
+the bug reports that show the failure; not when the query names a hang (HANG_QUERY: hangs, stuck, does not exit...),
+since a hang prints no error line. Neither bonus changes `score` itself.
 An issue is listed when it holds every term; or at least MIN_COVERAGE of the query's term weight (idf-weighted,
 among the terms some issue holds) and is loosely about it (cosine at least MIN_PARTIAL_COSINE: two rare words of the
 query in an unrelated text are not a match); or, short of both, when its meaning is close (cosine at least
@@ -32,8 +34,12 @@ MIN_COSINE = 0.5
 MIN_COVERAGE = 0.5  # most of the query: half its term weight, at least
 MIN_PARTIAL_COSINE = 0.2  # ... and, without every term, loosely about it (unrelated issues sit near 0.1)
 FAILURE_BONUS = 0.1  # added (for the order only) to an issue with failure lines when the query names a failure
+ALL_TERMS_BONUS = 0.1  # added (for the order only) to an issue that holds every term of the query
 FAILURE_QUERY = re.compile(r"(?i)crash|error|fail|exception|traceback|\boom\b|out of memory|segfault|segmentation|"
-                           r"core dump|abort|panic|\bhangs?\b|deadlock|timed? ?out|killed|assert|illegal|\bnan\b|leak")
+                           r"core dump|abort|panic|timed? ?out|killed|assert|illegal|\bnan\b|leak")
+# A query about a process that stops making progress or will not end: its reports show no error line.
+HANG_QUERY = re.compile(r"(?i)\bhang(?:s|ing)?\b|\bhung\b|\bstuck\b|\bfreez(?:e|es|ing)\b|\bfroze\b|deadlock|"
+                        r"unresponsive|\b(?:not|n't|never)\s+(?:exit|terminate|return|respond|finish|stop)")
 MAX_QUERY = 2000  # characters of the query that are read
 COLUMNS = ("repo", "number", "title", "state", "created_at", "updated_at", "re_class", "component", "confidence",
            "abstained", "known_fixes", "html_url", "score", "text_match", "cosine", "all_terms", "failure_lines")
@@ -83,7 +89,6 @@ def search(con, query: str, f: ListFilter, model_version: str | None, vector=Non
     every_term = lex.coverage(query) >= 0.999
     most = lex.coverage(query, known_only=True) >= MIN_COVERAGE
     failures = lex.failures if lex.failures is not None else np.zeros(len(lex), dtype=np.int32)
-    failure_query = bool(FAILURE_QUERY.search(query))
     out = []
     for r in rows:
         i = lex.row(r["repo"], r["number"])
@@ -92,7 +97,19 @@ def search(con, query: str, f: ListFilter, model_version: str | None, vector=Non
         out.append({**r, "score": round(float(score[i]), 4), "text_match": round(float(share[i]), 4),
                     "cosine": round(float(cos[i]), 4), "all_terms": bool(every_term[i]),
                     "failure_lines": int(failures[i])})
-    bonus = FAILURE_BONUS if failure_query else 0.0
-    out.sort(key=lambda r: (not r["all_terms"], -(r["score"] + (bonus if r["failure_lines"] else 0.0)), r["repo"],
-                            r["number"]))
+    bonus = failure_bonus(query)
+    out.sort(key=lambda r: (-order_score(r, bonus), r["repo"], r["number"]))
     return out[:f.limit]
+
+
+def failure_bonus(query: str) -> float:
+    """What an issue with failure lines gains in the order for `query`: FAILURE_BONUS when the query names a
+    failure, not a hang; else 0."""
+    return FAILURE_BONUS if FAILURE_QUERY.search(query) and not HANG_QUERY.search(query) else 0.0
+
+
+def order_score(row: dict, bonus: float) -> float:
+    """What a result is ranked by: its score, ALL_TERMS_BONUS when it holds every term of the query, `bonus`
+    (failure_bonus) when it has failure lines."""
+    return (row["score"] + (ALL_TERMS_BONUS if row["all_terms"] else 0.0)
+            + (bonus if row["failure_lines"] else 0.0))

@@ -161,3 +161,13 @@ def test_search_indexes_what_the_reporter_wrote():
     lines = failure_lines(text.splitlines())
     assert n >= 3 and any("cudaMalloc failed: out of memory" in x for x in lines)
     assert not any(x.startswith("Hello.") for x in lines)
+
+
+def test_the_index_leaves_out_the_gguf_metadata_dump():
+    """llama.cpp#13298 names `quantized_by` and `head_count_kv` only in llama_model_loader's key/value dump: a query
+    about quantized or KV-cache issues must not match it there; the KV-cache lines it logged at run time stay."""
+    r = _corpus_issue("llama_cpp.jsonl.gz", 13298)
+    assert {"quantized", "general.quantized_by"} <= set(tokenize(r["body"]))
+    terms = set(tokenize(lexical.doc_text(r["title"], r["body"])))
+    assert not {"quantized", "general.quantized_by", "head_count_kv"} & terms
+    assert "llama_kv_cache_unified" in terms

@@ -81,8 +81,10 @@ def test_issues_that_mention_dev_shm_come_first(db):
     got = [(r["repo"], r["number"]) for r in rows]
     assert got[0] in want
     assert set(got[:len(want)]) == want, "an issue that does not mention /dev/shm ranks above one that does"
-    keys = [(not r["all_terms"], -r["score"]) for r in rows]
-    assert keys == sorted(keys)  # every term first, then by score
+    from retriage.search import failure_bonus, order_score
+
+    keys = [-order_score(r, failure_bonus("/dev/shm")) for r in rows]
+    assert keys == sorted(keys)  # by score, with the bonus of holding every term
     assert all(r["all_terms"] for r in rows[:len(want)]) and not any(r["all_terms"] for r in rows[len(want):])
     for key in ("repo", "number", "title", "state", "created_at", "re_class", "component", "known_fixes",
                 "html_url", "score"):
@@ -222,3 +224,64 @@ def test_version_filter_of_list_applies(db):
                                                         if (r["repo"], r["number"]) in on]
     r = CliRunner().invoke(app, ["search", "memory", "--version", "nope", "--db", str(path)])
     assert isinstance(r.exception, UserError) and r.exception.exit_code == 2
+
+
+def test_a_missing_word_does_not_outweigh_a_much_better_match():
+    """"CUDA graphs quantized KV cache": llama.cpp#7492 says "K cache" (every term but one) and matches far better
+    (0.73) than issues that hold every word in passing (0.47): it comes first. At a like score, every term wins."""
+    from retriage.search import order_score
+
+    k_cache = {"score": 0.734, "all_terms": False, "failure_lines": 0}
+    in_passing = {"score": 0.467, "all_terms": True, "failure_lines": 0}
+    assert order_score(k_cache, 0.0) > order_score(in_passing, 0.0)
+    assert order_score(dict(in_passing, score=0.70), 0.0) > order_score(k_cache, 0.0)
+
+
+@pytest.mark.parametrize("query,bonus", [
+    ("speculative decoding crash", True), ("NoFreeBlocksError", True), ("ggml_vulkan: allocation failed", True),
+    ("Ray pipeline parallel hangs on initialization", False), ("process hangs and does not exit", False),
+    ("server stuck after an error", False), ("prefix caching gives different output", False),
+])
+def test_a_hang_query_gives_no_failure_bonus(query, bonus):
+    """A hang report shows no error line (vllm#2826: "Hanging on Initializing"), so a query about a hang does not
+    rank issues with failure lines first; a query that names an error does."""
+    from retriage.search import FAILURE_BONUS, failure_bonus
+
+    assert failure_bonus(query) == (FAILURE_BONUS if bonus else 0.0)
+
+
+def test_a_query_that_starts_with_dashes_is_a_query(db):
+    """The command's own help example, `retriage search "--gpu-memory-utilization"`, without `--`."""
+    path, _ = db
+    r = CliRunner().invoke(app, ["search", "--gpu-memory-utilization", "--json", "--limit", "3", "--db", str(path)])
+    assert r.exit_code == 0, r.output
+    assert isinstance(json.loads(r.stdout), list)
+    bad = CliRunner().invoke(app, ["search", "shm", "--limt", "3", "--db", str(path)])
+    assert bad.exit_code == 2
+
+
+def test_similar_issues_keep_their_title_readable_at_80_columns(db):
+    """`show` at 80 columns: the similar-issues title had 4 characters; now it has at least 20 (its first words
+    on one line) beside the reference, the score and the known fix."""
+    from rich.console import Console
+
+    from retriage.classifier import current_model_name
+    from retriage.classifier.embed import get_embedder
+    from retriage.classifier.features import views
+    from retriage.db.similar import similar_issues
+    from retriage.db.store import connect
+    from retriage.render import similar_table
+
+    path, records = db
+    shm = next(r for r in records if int(r["number"]) == 5096)
+    v = get_embedder("numpy").encode([views(shm["title"], shm["body"]).full])[0]
+    rows = similar_issues(connect(path, read_only=True), v, current_model_name(), limit=5)
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(similar_table(rows))
+    text = out.getvalue()
+    assert max(len(x) for x in text.splitlines()) <= 80
+    for r in rows:
+        words = r["title"].split()
+        head = next(" ".join(words[:k]) for k in range(len(words), 0, -1) if len(" ".join(words[:k])) <= 20)
+        assert any(head in " ".join(line.split()) for line in text.splitlines()), (r["title"], text)
+        assert r["known_fix"] is None or r["known_fix"] in text

@@ -247,3 +247,54 @@ def test_reading_text_drops_template_checklists_in_any_marker_form():
         text = f"# Prerequisites\n- {marker} I searched the issues\nThe server crashes with OOM.\n- [link](http://x)"
         assert for_reading(text) == "The server crashes with OOM.\n- [link](http://x)", marker
     assert not ANY_CHECKLIST_RE.match("- [1] a footnote")
+
+
+# ---- failure lines and the reading text (search's index) ---------------------------------------------------------
+def _failure_lines_of(bodies, key: tuple[str, int]) -> list[str]:
+    from retriage.core.textprep import failure_lines, for_reading
+
+    return failure_lines(for_reading(bodies[key]["body"], 60000).splitlines())
+
+
+@pytest.mark.parametrize("key,piece", [
+    (("ggml-org/llama.cpp", 2341), "GGML_ASSERT: "),  # ggml's older assertion form
+    (("ggml-org/llama.cpp", 9850), "GGML_ASSERT(ok) failed"),  # its newer form: file:line: GGML_ASSERT(cond) failed
+    (("ggml-org/llama.cpp", 5848), "ggml_vulkan: Device memory allocation of size"),
+    (("sgl-project/sglang", 2384), "OutOfResources"),  # triton's shared-memory limit
+    (("sgl-project/sglang", 1093), "Watchdog caught collective operation timeout"),  # NCCL's watchdog
+])
+def test_failure_lines_of_ggml_vulkan_triton_and_the_nccl_watchdog(bodies, key, piece):
+    lines = _failure_lines_of(bodies, key)
+    assert any(piece in x for x in lines), (key, lines)
+
+
+def test_failure_lines_skip_a_quoted_assert_call_and_prose():
+    from retriage.core.textprep import failure_lines
+
+    # llama.cpp#589 quotes the source line; llama.cpp#5848 describes the failure in a sentence
+    assert failure_lines(["GGML_ASSERT(fp);", "I tried to load the model on two GPUs and it failed"]) == []
+
+
+def test_reading_text_drops_the_gguf_metadata_dump_and_package_lists(bodies):
+    """llama.cpp#13298 pastes llama_model_loader's key/value dump; sglang#747 pastes check_env's package list.
+    Both stay for the classifier (clean_lines), neither for a reader or the search index; the error lines stay."""
+    from retriage.core.textprep import for_reading
+
+    gguf = bodies[("ggml-org/llama.cpp", 13298)]["body"]
+    assert any("llama_model_loader: - kv" in x for x in clean_lines(gguf))
+    text = for_reading(gguf, 60000)
+    assert "llama_model_loader: - kv" not in text and "general.quantized_by" not in text
+    assert "print_info: n_head_kv" not in text and "llama_kv_cache_unified: kv_size" in text  # runtime lines stay
+
+    env = bodies[("sgl-project/sglang", 747)]["body"]
+    assert any(x.startswith("hf_transfer: ") for x in clean_lines(env))
+    text = for_reading(env, 60000)
+    assert not re.search(r"(?m)^(?:hf_transfer|uvloop|flashinfer|numpy): ", text)
+    assert "AssertionError" in text
+
+
+def test_a_short_run_of_name_version_lines_is_kept():
+    from retriage.core.textprep import for_reading
+
+    body = "Works with\nvllm: 0.6.3\ntorch: 2.4.0\nbut fails on the next release."
+    assert for_reading(body) == body

@@ -55,7 +55,7 @@ COMMANDS = {  # name -> function, in the order `--help` lists them
     "comment": comment.comment, "completion": completion.completion,
 }
 for _name, _command in COMMANDS.items():
-    app.command(_name)(_command)
+    app.command(_name, context_settings=getattr(_command, "context_settings", None))(_command)
 
 
 try:  # Typer >= 0.20 carries its own copy of Click; before, it uses Click itself

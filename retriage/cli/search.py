@@ -37,3 +37,8 @@ def search(
         open_web(rows[0]["html_url"] if rows else None)
         return
     print_rows(rows, fmt, COLUMNS)
+
+
+# A query may start with dashes ("--gpu-memory-utilization", the help's own example): a word the command does not
+# know as an option is read as the query, not refused (`--` before the query still works).
+search.context_settings = {"ignore_unknown_options": True}

@@ -90,6 +90,14 @@ _CPU_VULN_RE = re.compile(
     r"^\s*(?:\S+\s+)?(?:Vulnerabilit(?:y|ies)|Gather data sampling|Itlb multihit|L1tf|Mds|Meltdown|"
     r"Mmio stale data|Retbleed|Spec rstack overflow|Spec store bypass|Spectre v[12]|Srbds|Tsx async abort|"
     r"Reg file data sampling|Bhi|Indirect target selection|Tsa|Vmscape)\s*:", re.I)
+# For a human reader (show, search): llama.cpp's model-metadata dump (`llama_model_loader: - kv  12: ...`, its tensor
+# types, `print_info: n_head_kv = 8`), and runs of VERSION_RUN or more `package: 1.2.3` lines (SGLang's check_env,
+# which clean_lines keeps): they name every key and package, so they would match any query about one.
+_LOADER_DUMP_RE = re.compile(r"^\s*(?:llama_model_loader:\s+(?:- (?:kv|type)\b|Dumping metadata)|"
+                             r"(?:llm_load_print_meta|print_info):\s.*=)")
+_VERSION_LINE_RE = re.compile(r"^\s*[A-Za-z][\w.\-]*(?: [\w.\-]+){0,3}\s*:\s*"
+                              r"(?:v?\d+(?:\.[\w+\-]+)+|Module Not Found|Not Available)\s*$")  # a dotted version
+VERSION_RUN = 4
 _URL_RE = re.compile(r"https?://\S+")
 _DIGITS_RE = re.compile(r"\d+")
 
@@ -186,7 +194,12 @@ _FAILURE_RE = re.compile(
     r"^\s*(?:error|fatal|panic)(?:\s*\[[^\]]*\])?\s*:|^\s*(?:terminate called|Segmentation fault|Aborted|Killed|"
     r"Bus error|Floating point exception)\b|core dumped|CUDA_ERROR_\w+|cudaError\w+|\bCUDA (?:error|out of memory)|illegal memory access|"
     r"\b[\w.:/\[\]-]+:\s+(?:error|fatal error|failed|failed to \w+)\b|\w+ failed with (?:error|status)|"
-    r"\bout of (?:device )?memory\b|\bOOM\b|\bassert(?:ion)?\b.*\bfailed\b|\bKilled\b"
+    r"\bout of (?:device )?memory\b|\bOOM\b|\bassert(?:ion)?\b.*\bfailed\b|\bKilled\b|"
+    # ggml's assertions (either form it prints), a backend's "ggml_vulkan: ... failed.", Vulkan result codes, triton's
+    # OutOfResources, the NCCL watchdog's timeout
+    r"\b[A-Z][A-Z0-9]*_ASSERT(?::|\(.*\)\s*failed)|^\s*[\w.\[\]/-]*[_./][\w.\[\]/-]*:\s.*\bfailed\.?\s*$|"
+    r"\bVK_ERROR_\w+|\bErrorOutOf\w+|\bOutOfResources\b|\bout of resources?:|"
+    r"\bWatchdog caught collective operation timeout\b|\bbefore timing out\b"
 )
 _NOT_FAILURE_RE = re.compile(r"(?<![=_])\b(?:INFO|DEBUG)\b(?!=)|^\s*#|^\s*>")  # not NCCL_DEBUG=INFO
 _PLAIN_WORD_RE = re.compile(r"[(\"']?[A-Za-z][a-z]*(?:'[a-z]+)?[.,;:!?)\"']*")
@@ -238,13 +251,29 @@ def prepare_lines(title: str, lines: list[str], keys: list[str], max_chars: int 
 
 def for_reading(body: str | None, max_chars: int = 3500) -> str:
     """A cleaned body for a human (or labeling) reader, and what `search` indexes: env dumps, lscpu's
-    CPU-vulnerability lines, template checklists (any marker) and the template's instructions dropped, head and
-    tail kept."""
-    text = "\n".join(ln for ln in clean_lines(body or "")
-                     if not ANY_CHECKLIST_RE.match(ln) and not _TEMPLATE_LINE_RE.match(ln)
-                     and not _CPU_VULN_RE.match(ln))
+    CPU-vulnerability lines, llama.cpp's metadata dump, package-version lists, template checklists (any marker) and
+    the template's instructions dropped, head and tail kept."""
+    lines = [ln for ln in clean_lines(body or "") if not ANY_CHECKLIST_RE.match(ln)
+             and not _TEMPLATE_LINE_RE.match(ln) and not _CPU_VULN_RE.match(ln) and not _LOADER_DUMP_RE.match(ln)]
+    text = "\n".join(_without_version_runs(lines))
     if len(text) <= max_chars:
         return text
     head = int(max_chars * 0.7)
     tail = max_chars - head
     return text[:head] + "\n[...]\n" + text[-tail:]
+
+
+def _without_version_runs(lines: list[str]) -> list[str]:
+    """`lines` without each run of VERSION_RUN or more consecutive `name: version` lines."""
+    out: list[str] = []
+    run: list[str] = []
+    for ln in [*lines, None]:
+        if ln is not None and _VERSION_LINE_RE.match(ln):
+            run.append(ln)
+            continue
+        if len(run) < VERSION_RUN:
+            out.extend(run)
+        run = []
+        if ln is not None:
+            out.append(ln)
+    return out
