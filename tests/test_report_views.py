@@ -207,6 +207,9 @@ def test_a_sample_says_so_in_the_table_and_the_chart(db, con, tmp_path):
     assert rep.sample and rep.sample.startswith("sample data")  # the snapshot imported, nothing mined
     assert "sample data" in plain(_cli(db, "--weeks", "8", env=terminal(120)).stdout).split("week (Mon)")[0]
     assert rep.sample.upper() in json.dumps(chart.weekly_chart(rep).to_dict())
+    piped = _cli(db, "--weeks", "8")  # rows only on stdout; the note once on stderr
+    assert piped.returncode == 0 and "sample" not in piped.stdout
+    assert piped.stderr.strip() == f"retriage: note: {rep.sample}"
     mined = tmp_path / "mined.duckdb"
     shutil.copy(db, mined)
     c = connect(mined)

@@ -80,6 +80,7 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
         _write_text(render.to_json(rep), output)
     elif fmt in ("csv", "tsv"):
         _write_text(render.to_csv(rep, "," if fmt == "csv" else "\t"), output)
+        _say_sample(rep.sample)
     elif fmt == "png":
         path = output or Path(f"retriage-weekly-{rep.by}.png")
         _check_output(path)
@@ -95,6 +96,12 @@ def _write_weekly(con, rep, fmt: str, output: Optional[Path]) -> None:
         typer.echo(f"wrote report {path.expanduser().resolve()}")
     else:
         _write_table(lambda width: render.report_renderables(rep, width), output)
+
+
+def _say_sample(note: str | None) -> None:
+    """Rows carry data only: that the database is a sample is said once, on standard error."""
+    if note:
+        typer.echo(f"retriage: note: {note}", err=True)
 
 
 def _write_components(rep, fmt: str, output: Optional[Path]) -> None:
@@ -125,6 +132,7 @@ def _write_releases(con, rep, fmt: str, output: Optional[Path]) -> None:
         _write_text(to_json_text(view.to_dict(rep)), output)
     elif fmt in ("csv", "tsv"):
         _write_text(delimited(view.header(rep), view.rows(rep), "," if fmt == "csv" else "\t"), output)
+        _say_sample(sample_note(con))
     elif fmt in ("png", "html"):
         path = output or Path(f"retriage-releases.{fmt}")
         _check_output(path)
