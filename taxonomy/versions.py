@@ -72,11 +72,6 @@ def engine_ids() -> list[str]:
     return list(_data()["engine"])
 
 
-def stored_name(engine_id: str) -> str | None:
-    e = _engine(engine_id)
-    return e.stored if e else None
-
-
 def _by_stored(stored: str) -> _Engine | None:
     return next((e for e in map(_engine, engine_ids()) if e and e.stored == stored), None)
 
