@@ -90,7 +90,7 @@ def flag_line(engine: str, r: Release, f: Flag) -> str:
 
 
 def _table(rep: ReleaseReport, e, sample: str | None, shares: bool) -> Table:
-    t = Table(title=f"[bold]RE classes per release · {e.name}[/] · {e.issues:,} issues with a version"
+    t = Table(title=f"[bold]RE classes per release · {e.name}[/] · {e.issues:,} issues"
                     + (f", {e.regressions:,} regression reports apart" if e.regressions else "")
                     + (f" · [bold]{sample}[/]" if sample else ""),
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -128,15 +128,22 @@ def caption(rep: ReleaseReport) -> str:
             "counted apart under the bad release; main and unknown are not compared.")
 
 
+CHART_MIN_LABELED = 5  # a release with fewer labeled issues is in the tables, not on the chart: its 0-80 % bar
+                       # says nothing and draws the eye (often one issue whose version line was a typo)
+
+
 def chart(rep: ReleaseReport, width: int = 640, height: int = 180):
-    """Per engine: the resource share of each numbered release (point, Wilson interval as a rule), the share over
-    the earlier releases (grey line); a flagged release in red."""
+    """Per engine: the resource share of each numbered release with at least CHART_MIN_LABELED labeled issues
+    (point, Wilson interval as a rule), the share over the earlier releases (grey line); a flagged release in
+    red."""
     import altair as alt
 
     data = []
     for e in rep.engines:
         for r in (r for r in e.releases if r.ordered):
             s, b = r.share(RESOURCE), r.before_share(RESOURCE)
+            if s.n < CHART_MIN_LABELED:
+                continue
             lo, hi = s.interval or (None, None)
             data.append({"engine": e.name, "release": r.release, "order": r.sort_key, "share": s.share, "low": lo,
                          "high": hi, "labeled": s.n, "before": b.share if b else None,
@@ -156,7 +163,9 @@ def chart(rep: ReleaseReport, width: int = 640, height: int = 180):
     return alt.vconcat(*panels, spacing=12).properties(title=alt.TitleParams(
         "Resource-bug share per release", anchor="start",
         subtitle=["point: share of the release's labeled issues, bar: 95 % Wilson interval, dashed: share over "
-                  "the earlier releases", f"red: flagged by {rep.test}"])).configure_view(stroke=None)
+                  "the earlier releases", f"red: flagged by {rep.test}",
+                  f"releases with fewer than {CHART_MIN_LABELED} labeled issues are in the tables only"])
+    ).configure_view(stroke=None)
 
 
 def html(rep: ReleaseReport, chart_html: str) -> str:

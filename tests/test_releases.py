@@ -200,3 +200,28 @@ def test_cli_errors_are_one_line(tmp_path):
         r = run_cli("report", *args, db=empty)
         assert r.returncode == code and r.stdout == "", (args, r.stderr)
         assert r.stderr.startswith("retriage: error: ") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_the_chart_leaves_out_releases_of_too_few_labeled_issues(built):
+    from retriage.report import release_render as view
+
+    path, _ = built
+    con = connect(path, read_only=True)
+    rep = release_report(con, model_version=MODEL)
+    con.close()
+    plotted = set()
+
+    def rows(node):  # every data row of the Vega-Lite spec, wherever altair put it
+        if isinstance(node, dict):
+            if "engine" in node and "release" in node and "share" in node:
+                plotted.add((node["engine"], node["release"]))
+            for v in node.values():
+                rows(v)
+        elif isinstance(node, list):
+            for v in node:
+                rows(v)
+
+    rows(view.chart(rep).to_dict())
+    ordered = {(e.name, r.release): r.share("resource").n for e in rep.engines for r in e.releases if r.ordered}
+    assert any(n < view.CHART_MIN_LABELED for n in ordered.values())  # the data has such a release
+    assert plotted == {k for k, n in ordered.items() if n >= view.CHART_MIN_LABELED}
