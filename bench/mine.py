@@ -2,7 +2,8 @@
 process, a few ms of added latency per request), then sync again with nothing changed.
 
 Prints issues, comments, requests, requests per issue, wall seconds, the bound for a first sync (per
-repository ⌈issues/100⌉ + ⌈comments/100⌉ + at most one more) and how far under or over it the requests were,
+repository ⌈issues/100⌉ + ⌈comments/100⌉ + ⌈label events/100⌉ + at most one more each) and how far under or
+over it the requests were,
 the request count of the unchanged second sync, and the seconds_between_requests used (0, as `retriage mine`).
 """
 
@@ -75,18 +76,18 @@ def main(argv: list[str] | None = None) -> dict:
         server.terminate()
         server.wait(timeout=10)
 
-    # per issue (not pull request) one request for its label events (miner/label_sync.py)
-    floor = math.ceil(issues / 100) + math.ceil(comments / 100) + (issues - prs)
-    bound = sum(math.ceil(v["issues"] / 100) + math.ceil(v["comments"] / 100) + 1 for v in served.values()) \
-        + (issues - prs)
+    # label events: the repository-wide listing, 100 a page, newest first (miner/label_sync.py)
+    events = sum(v["events"] for v in served.values())  # every issue event served (stored: labeled/unlabeled)
+    floor = math.ceil(issues / 100) + math.ceil(comments / 100) + math.ceil(events / 100)
+    bound = sum(math.ceil(v["issues"] / 100) + math.ceil(v["comments"] / 100) + math.ceil(v["events"] / 100) + 2
+                for v in served.values())
     figures = {
         "repositories": len(repos),
         "issues": issues, "pull_requests": prs, "comments": comments, "fix_links": links,
         "requests": client.requests,
         "requests_per_issue": round(client.requests / issues, 4),
         "wall_seconds": round(wall, 2),
-        "target": f"⌈{issues}/100⌉ + ⌈{comments}/100⌉ + {issues - prs} issues' label events = {floor}, plus a "
-                  f"handful",
+        "target": f"⌈{issues}/100⌉ + ⌈{comments}/100⌉ + ⌈{events}/100⌉ issue-event pages = {floor}, plus a handful",
         "requests_over_floor": client.requests - floor,
         "bound": bound,
         "within_bound": client.requests <= bound,

@@ -15,6 +15,7 @@ from retriage.db.records import RecordError, parse_time
 
 ACTIONS = ("labeled", "unlabeled")
 COLUMNS = ("repo", "number", "event_id", "label", "action", "actor", "created_at")
+TYPES = ("TEXT", "INTEGER", "BIGINT", "TEXT", "TEXT", "TEXT", "TIMESTAMP")
 
 
 def event_rows(repo: str, number: int, events: list[Any]) -> list[dict]:
@@ -44,13 +45,16 @@ def upsert(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> int:
     if not rows:
         return 0
     before = 0
-    for repo, number in {(r["repo"], r["number"]) for r in rows}:
-        ids = [r["event_id"] for r in rows if (r["repo"], r["number"]) == (repo, number)]
-        before += con.execute("SELECT count(*) FROM label_events WHERE repo = ? AND number = ? AND event_id IN "
-                              "(SELECT unnest(?))", [repo, number, ids]).fetchone()[0]
-    con.executemany(f"INSERT OR REPLACE INTO label_events ({', '.join(COLUMNS)}) VALUES "
-                    f"({', '.join('?' * len(COLUMNS))})", [[r[c] for c in COLUMNS] for r in rows])
-    return len({(r["repo"], r["number"], r["event_id"]) for r in rows}) - before
+    for repo in {r["repo"] for r in rows}:
+        keys = sorted({(r["number"], r["event_id"]) for r in rows if r["repo"] == repo})
+        before += con.execute("SELECT count(*) FROM label_events JOIN (SELECT unnest(?) AS number, unnest(?) AS "
+                              "event_id) USING (number, event_id) WHERE repo = ?",
+                              [[k[0] for k in keys], [k[1] for k in keys], repo]).fetchone()[0]
+    unique = list({(r["repo"], r["number"], r["event_id"]): r for r in rows}.values())
+    select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(zip(COLUMNS, TYPES)))
+    con.execute(f"INSERT OR REPLACE INTO label_events ({', '.join(COLUMNS)}) SELECT {select}",
+                [[r[c] for r in unique] for c in COLUMNS])  # column-wise, one statement: executemany is slow
+    return len(unique) - before
 
 
 def label_history(con: duckdb.DuckDBPyConnection, repo: str, number: int) -> list[dict]:

@@ -70,7 +70,7 @@ class RepoResult:
     status: str = "pending"      # complete | unchanged | stopped | failed | skipped
     issues: ResourceResult = field(default_factory=ResourceResult)
     comments: ResourceResult = field(default_factory=ResourceResult)
-    label_events: ResourceResult = field(default_factory=ResourceResult)  # pages: issues asked for their events
+    label_events: ResourceResult = field(default_factory=ResourceResult)  # miner/label_sync.py
     pull_requests: int = 0       # pull requests among the issues fetched beyond the cursor
     links: int = 0               # fix links found in their bodies
     requests: int = 0
@@ -336,7 +336,7 @@ def sync_listing(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str
 def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, since: datetime | None = None,
               comments: bool = True, on_progress: Callable[[RepoResult], None] | None = None,
               result: RepoResult | None = None, max_pages: int | None = None) -> RepoResult:
-    """Issues and pull requests, comments, then the label events of the issues stored (miner/label_sync.py), of
+    """Issues and pull requests, comments, then the label events of the issues (miner/label_sync.py), of
     one repository. Never raises GitHubError: the result says.
     `max_pages`: pages of each listing in this run (default MAX_PAGES)."""
     result = result or RepoResult(repo)
@@ -360,9 +360,9 @@ def sync_repo(con: duckdb.DuckDBPyConnection, client: GitHubClient, repo: str, s
             result.comments.skipped = True
         else:
             sync_listing(con, client, repo, COMMENTS, since, result.comments, progress, max_pages)
-        sync_label_events(con, client, repo, result.label_events, progress)  # no request when none is pending
+        sync_label_events(con, client, repo, result.label_events, progress, max_pages, result.issues.not_modified)
         quiet = result.issues.not_modified and (result.comments.skipped or result.comments.not_modified) \
-            and not result.label_events.pages
+            and (result.label_events.skipped or result.label_events.not_modified)
         result.status = "unchanged" if quiet else "complete"
     except RequestBudgetExhausted as e:
         result.status, result.stopped_before = "stopped", e.waiting

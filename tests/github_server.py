@@ -7,7 +7,10 @@ It serves the records of `../shared/corpus/*.jsonl.gz` the way api.github.com do
   GET /repos/O/R/issues/N             one issue or pull request
   GET /repos/O/R/issues/N/comments    the comments of one issue
   GET /repos/O/R/issues/N/events      the events of one issue: labeled/unlabeled (derived from its labels, plus
-                                      `label_issue`/`unlabel_issue`), closed; per_page, page links
+                                      `label_issue`/`unlabel_issue` and label changes by `edit_issue`), closed;
+                                      per_page, page links. Event ids grow with their time, as on GitHub.
+  GET /repos/O/R/issues/events        every issue's (and pull request's) events, newest first, each with its
+                                      `issue`; per_page, `after` cursor links (page=N with page_links)
   GET /repos/O/R/issues/comments      all comments of the repository: since, sort, direction, per_page
   GET /repos/O/R/issues/comments/ID   one comment
   GET /rate_limit
@@ -137,7 +140,8 @@ class RepoData:
         self.issues: dict[int, dict] = {}
         self.comments: dict[int, dict] = {}
         self.links: set[tuple[str, int, str, int]] = set()
-        self.label_log: dict[int, list[dict]] = {}  # events added by label_issue / unlabel_issue
+        self.label_log: dict[int, list[dict]] = {}  # events added by label_issue / unlabel_issue / edit_issue
+        self.first_labels: dict[int, list[str]] = {}  # the labels of each record as read: its first events
         records = sorted(records, key=lambda r: int(r["number"]))
         numbers = [int(r["number"]) for r in records]
         pr_numbers = {n for i, n in enumerate(numbers) if i >= 3 and _h(full_name, n, "pr") % 6 == 0}
@@ -146,6 +150,7 @@ class RepoData:
         for r in records:
             issue, comments = self._derive(r, pr_numbers, plain)
             self.issues[issue["number"]] = issue
+            self.first_labels[issue["number"]] = [lab["name"] for lab in issue["labels"]]
             pending_comments.extend(comments)
         pending_comments.sort(key=lambda c: (c["created_at"], c["_issue"], c["_k"]))
         for i, c in enumerate(pending_comments):  # ids grow with creation time, as on GitHub
@@ -212,25 +217,44 @@ class RepoData:
         return issue, comments
 
     def events(self, issue: dict) -> list[dict]:
-        """The issue's events: one `labeled` per label it carries (a bot or a maintainer), for one issue in four a
-        `needs-triage` label added at creation and removed an hour later, `closed` if closed, then the log."""
+        """The issue's events: one `labeled` per label its record carries (a bot or a maintainer), for one issue in
+        four a `needs-triage` label added at creation and removed an hour later, `closed` if closed, then the log
+        (label changes since)."""
         repo, number, created = self.full_name, issue["number"], _parse(issue["created_at"])
 
         def event(kind: str, at: datetime, actor: dict, label: str | None, k: int) -> dict:
-            ev = {"id": 8 * 10**9 + _h(repo, number, kind, label, k) % 10**9, "event": kind, "actor": actor,
+            ev = {"id": _event_id(at, _h(repo, number, kind, label, k)), "event": kind, "actor": actor,
                   "created_at": _iso(at)}
             return {**ev, "label": {"name": label, "color": "ededed"}} if label else ev
         out = []
         if _h(repo, number, "triage") % 4 == 0:
             out += [event("labeled", created, {"login": "triage-bot[bot]", "type": "Bot"}, "needs-triage", 0),
                     event("unlabeled", created + timedelta(hours=1), self._user(_h(repo, "m")), "needs-triage", 1)]
-        for k, lab in enumerate(issue["labels"]):
-            if not any(e.get("label", {}).get("name") == lab["name"] for e in self.label_log.get(number, ())):
-                at = created + timedelta(seconds=60 + _h(repo, number, lab["name"]) % 3600)
-                out.append(event("labeled", at, self._user(_h(repo, "m", k % 2)), lab["name"], k + 2))
+        for k, name in enumerate(self.first_labels.get(number, ())):
+            at = created + timedelta(seconds=60 + _h(repo, number, name) % 3600)
+            out.append(event("labeled", at, self._user(_h(repo, "m", k % 2)), name, k + 2))
         if issue.get("closed_at"):
             out.append(event("closed", _parse(issue["closed_at"]), self._user(_h(repo, "m")), None, 99))
         return out + self.label_log.get(number, [])
+
+    def all_events(self) -> list[dict]:
+        """Every event of every issue and pull request, each with the `issue` it belongs to (as GitHub gives
+        them from /repos/O/R/issues/events)."""
+        out = []
+        for issue in self.issues.values():
+            about = {k: issue[k] for k in ("url", "html_url", "number", "title", "state") if k in issue}
+            if "pull_request" in issue:
+                about["pull_request"] = {"url": issue["pull_request"]["url"]}
+            out += [{**e, "issue": about} for e in self.events(issue)]
+        return out
+
+    def log_label(self, number: int, name: str, action: str, actor: str, now: str) -> dict:
+        """A label event of `actor` at `now` in the log (label_issue, edit_issue)."""
+        seq = sum(map(len, self.label_log.values()))
+        event = {"id": _event_id(_parse(now), seq), "event": action, "label": {"name": name, "color": "ededed"},
+                 "actor": {"login": actor, "type": "User"}, "created_at": now}
+        self.label_log.setdefault(number, []).append(event)
+        return event
 
     def _make_pull_request(self, issue: dict, candidates: list[int]) -> None:
         """Turn a record into a pull request whose body references an earlier issue in one of GitHub's forms."""
@@ -277,6 +301,11 @@ class RepoData:
             "has_issues": True,
             "open_issues_count": sum(1 for i in self.issues.values() if i["state"] == "open"),
         }
+
+
+def _event_id(at: datetime, h: int) -> int:
+    """An event id that grows with the event's time (GitHub's do): the second, then a few spare digits."""
+    return int(at.timestamp()) * 1000 + h % 1000
 
 
 def _sort_key(sort_field: str):
@@ -330,6 +359,7 @@ class GitHubServer:
         self._drift = itertools.count(1)  # the drift fault's ever-new `next` links
         self._version = 0  # moves with every change; the listing-order cache follows it
         self._sort_cache: dict[tuple, tuple] = {}
+        self._events_cache: dict[str, tuple] = {}
         self._used = {True: 0, False: 0}
         self._window_reset = int(time.time()) + 3600
         self.log: list[dict] = []
@@ -410,8 +440,10 @@ class GitHubServer:
     def edit_issue(self, repo: str, number: int, **fields) -> dict:
         with self._lock:
             issue = self.data[repo].issues[number]
+            now = self.tick()
+            self._log_label_changes(repo, number, fields, now)
             issue.update(fields)
-            issue["updated_at"] = self.tick()
+            issue["updated_at"] = now
             if fields.get("state") == "closed":
                 issue["closed_at"] = issue["updated_at"]
             return dict(issue)
@@ -421,8 +453,21 @@ class GitHubServer:
         with self._lock:
             now = self.tick()
             for number in numbers:
+                self._log_label_changes(repo, number, fields, now)
                 self.data[repo].issues[number].update(fields, updated_at=now)
             return now
+
+    def _log_label_changes(self, repo: str, number: int, fields: dict, now: str) -> None:
+        """An edit that sets `labels` adds and removes labels as a maintainer would: events at `now`."""
+        if "labels" not in fields:
+            return
+        d = self.data[repo]
+        old = {lab["name"] for lab in d.issues[number]["labels"]}
+        new = {lab["name"] for lab in fields["labels"]}
+        for name in sorted(new - old):
+            d.log_label(number, name, "labeled", "maintainer", now)
+        for name in sorted(old - new):
+            d.log_label(number, name, "unlabeled", "maintainer", now)
 
     def add_issue(self, repo: str, title: str, body: str = "", fixes: int | None = None) -> dict:
         """A new issue, or with `fixes` a new pull request saying `Fixes #fixes`."""
@@ -469,11 +514,7 @@ class GitHubServer:
             d = self.data[repo]
             issue = d.issues[number]
             now = self.tick()
-            log = d.label_log.setdefault(number, [])
-            event = {"id": 9 * 10**9 + sum(map(len, d.label_log.values())), "event": action,
-                     "label": {"name": name, "color": "ededed"}, "actor": {"login": actor, "type": "User"},
-                     "created_at": now}
-            log.append(event)
+            event = d.log_label(number, name, action, actor, now)
             kept = [lab for lab in issue["labels"] if lab["name"] != name]
             issue["labels"] = kept + ([{"id": _h(repo, name) % 10**9, "name": name, "color": "ededed",
                                         "default": False}] if action == "labeled" else [])
@@ -552,6 +593,8 @@ class GitHubServer:
                 return self._list_issues(d, path, params)
             if rest == ["issues", "comments"]:
                 return self._list_comments(d.comments.values(), path, params)
+            if rest == ["issues", "events"]:
+                return self._page(path, self._all_events(d), lambda o: True, "id", params, path, "desc")
             if len(rest) == 3 and rest[:2] == ["issues", "comments"] and rest[2].isdigit():
                 c = d.comments.get(int(rest[2]))
                 return (200, c, {}) if c else (404, {"message": "Not Found"}, {})
@@ -567,6 +610,13 @@ class GitHubServer:
                 if rest[2:] == ["events"]:
                     return self._page(path, d.events(issue), lambda o: True, "created_at", params, path, "asc")
             return self._route_bot_reads(d, rest, path, params)
+
+    def _all_events(self, d: RepoData) -> list[dict]:
+        """d.all_events(), made again only after a change on the server."""
+        hit = self._events_cache.get(d.full_name)
+        if hit is None or hit[0] != self._version:
+            hit = self._events_cache[d.full_name] = (self._version, d.all_events())
+        return hit[1]
 
     def _per_page(self, params: dict) -> int:
         return max(1, min(int(params.get("per_page") or 30), 100, self.max_per_page))
@@ -674,6 +724,7 @@ class GitHubServer:
                     "author_association": "NONE", **record}
             issue, comments = d._derive(full, set(), [])
             d.issues[issue["number"]] = issue
+            d.first_labels[issue["number"]] = [lab["name"] for lab in issue["labels"]]
             for c in comments:
                 cid = max(d.comments, default=(list(self.data).index(repo) + 1) * 10**9) + 1
                 del c["_issue"], c["_k"]
@@ -991,7 +1042,7 @@ def main(argv: list[str] | None = None) -> None:
                           anonymous_rate_limit=args.anonymous_rate_limit, limit_per_repo=args.limit_per_repo)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(server.base_url)
-    print(json.dumps({repo: {"issues": len(d.issues), "comments": len(d.comments)}
+    print(json.dumps({repo: {"issues": len(d.issues), "comments": len(d.comments), "events": len(d.all_events())}
                       for repo, d in server.data.items()}), flush=True)
     try:
         server._httpd.serve_forever(poll_interval=0.05)

@@ -86,7 +86,7 @@ def test_gh_token_is_used_and_no_token_is_said_once(tmp_path, server):
     assert not any(e["path"].endswith("/comments") for e in server.log)
     assert_token_nowhere(TOKEN, tmp_path / "a.duckdb", run)
 
-    server.anonymous_rate_limit = 200  # two listings and the label events of each issue (miner/label_sync.py)
+    server.anonymous_rate_limit = 200  # two listings and the pages of label events (miner/label_sync.py)
     run = retriage("mine", "sglang", "vllm", "--base-url", server.base_url, "--db", tmp_path / "b.duckdb",
                    "--request-gap", "0", "--no-comments", token=None)
     assert run.returncode == 0, run.stderr
