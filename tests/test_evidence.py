@@ -177,6 +177,7 @@ def test_prefill_counters_read_as_prefix_reuse():
     assert "low_prefix_reuse" not in facts(PREFILL.replace("#cached-token: 12", "#cached-token: 3000"))
 
 
+@pytest.mark.slow  # seconds of work: the full tier
 def test_evidence_precision_file_is_measured_on_the_train_side_only():
     """taxonomy/evidence_precision.toml holds what `bench/evidence --calibrate` measures on the benchmark's train
     side; the test sides do not change it (they are not read)."""

@@ -36,6 +36,7 @@ def real_texts() -> list[str]:
     return texts
 
 
+@pytest.mark.slow  # seconds of work: the full tier
 def test_every_rule_and_keyword_pattern_matches_where_ignorecase_matches():
     texts = real_texts()
     folded = [fold(t) for t in texts]

@@ -121,6 +121,7 @@ def test_the_holdout_set_is_real_issues_no_fit_reads():
         assert canonical_repo(r["repo"]) == canonical_repo("NVIDIA/TensorRT-LLM") or r["created_at"] >= "2025-08-01", f"{name}:{i}"
 
 
+@pytest.mark.slow  # seconds of work: the full tier
 def test_the_shipped_vectors_cover_every_labeled_and_holdout_issue():
     """`retriage eval` and `retriage train` read the package's shipped MiniLM vectors and embed nothing: every
     view of every labeled issue from outside the snapshot, and of every holdout issue, is in them (a label

@@ -7,6 +7,8 @@ import pytest
 from retriage.db.store import connect
 from retriage.miner import sync
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 REPO = "vllm-project/vllm"
 TOKEN = "ghp_editsToken0123456789abcdefABCDEF0123"
 PER_PAGE = 50

@@ -9,6 +9,8 @@ import pytest
 from retriage.db.store import connect
 from retriage.miner import sync
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 REPO, OTHER = "sgl-project/sglang", "vllm-project/vllm"
 TOKEN = "ghp_faulttoken9876543210zyxwvuZYXWVU4321"
 

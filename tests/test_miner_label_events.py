@@ -11,6 +11,8 @@ from retriage.db.store import connect
 from retriage.miner import label_sync, sync
 from retriage.miner.client import RequestBudgetExhausted, raw_request
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 REPO = "vllm-project/vllm"
 TOKEN = "ghp_labeltoken0123456789abcdefABCDEF0123"
 EVENTS = f"/repos/{REPO}/issues/events"

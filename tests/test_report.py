@@ -22,6 +22,8 @@ from retriage.db.store import connect
 from retriage.report import render
 from retriage.report.weekly import weekly_report
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 MODEL = "test-model-1"
 OTHER_MODEL = "test-model-0"
 TRT = taxonomy.engine_by_alias("trtllm")

@@ -22,6 +22,8 @@ from retriage.report.components import component_shares, reference_shares
 from retriage.report.weekly import weekly_report
 from test_report import MODEL, con, db, plain, sql_counts, terminal  # noqa: F401  (the module's fixtures)
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 VLLM = taxonomy.engine_by_alias("vllm")
 
 

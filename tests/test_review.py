@@ -14,6 +14,8 @@ import pytest
 from conftest import run_cli
 from retriage.review import new_words, rank, run_session, words
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 TOPIC = ("[Bug]: hybrid Mamba state pool exhausted: no free mamba slots for new requests with {model} on {gpu}",
          "Serving {model} (hybrid attention + mamba layers) on {gpu}, after a few minutes every new request fails:\n"
          "```\nRuntimeError: mamba state pool exhausted: no free mamba_state slots (allocated 512, in use 512)\n```\n"

@@ -19,6 +19,8 @@ from retriage.db.importer import import_files
 from retriage.db.store import connect, transaction
 from retriage.taxonomy import versions as tv
 
+pytestmark = pytest.mark.slow  # a local GitHub server or a labeled database per file: the full tier only
+
 MODEL = "m-versions0001"
 
 
